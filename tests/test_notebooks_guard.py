@@ -1,0 +1,65 @@
+"""Guards on the notebooks themselves: stored executed, top to bottom, and collected by nbval."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+IDS = [p.name for p in NOTEBOOKS]
+
+
+def test_there_are_notebooks() -> None:
+    assert NOTEBOOKS, "no notebooks found under notebooks/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_is_stored_executed_in_order(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, f"{path.name} has no code cells"
+    counts = [c.get("execution_count") for c in code]
+    missing = [i for i, n in enumerate(counts) if n is None]
+    assert not missing, (
+        f"{path.name}: code cells {missing} (zero-based) were never executed; "
+        "run `make refresh` to store the notebook executed top to bottom"
+    )
+    assert counts == list(range(1, len(code) + 1)), (
+        f"{path.name}: execution counts {counts} are not 1..{len(code)}: the stored outputs "
+        "did not come from one top-to-bottom run; run `make refresh`"
+    )
+    errors = [
+        i
+        for i, c in enumerate(code)
+        for out in c.get("outputs", [])
+        if out.get("output_type") == "error"
+    ]
+    assert not errors, f"{path.name}: code cells {errors} stored an error"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_has_kernel_metadata(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", (
+        f"{path.name}: kernelspec must be python3 so Lab and nbval pick the project's env"
+    )
+
+
+def test_every_notebook_is_collected_by_nbval() -> None:
+    """A notebook that exists but is not in nbval's collection would silently go untested."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval", "--nbval-current-env"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    collected = {line.split("::", 1)[0] for line in out.stdout.splitlines() if "::" in line}
+    for path in NOTEBOOKS:
+        rel = path.relative_to(ROOT).as_posix()
+        assert rel in collected, f"{rel} is not collected by nbval:\n{out.stdout[-2000:]}"
