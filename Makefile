@@ -16,7 +16,10 @@ export BLITZ_FORCE_CPU ?= 1
 export BLITZ_CIFAR10_SUBSET
 
 LAB_PORT  ?= 8888
-LAB_TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(24))')
+# Simply expanded, so the printed URL and the server share one random token.
+ifndef LAB_TOKEN
+LAB_TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(24))')
+endif
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: help venv lab test lint refresh clean
