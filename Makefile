@@ -22,12 +22,13 @@ LAB_TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(2
 endif
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test lint refresh clean
+.PHONY: help venv lab test lint refresh clean html
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at http://127.0.0.1:$(LAB_PORT) (token printed)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
 	@echo "make refresh  - re-execute every notebook in place on the CPU (authors only)"
+	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make clean    - remove the environment, caches and build output"
 
 venv: $(STAMP)
@@ -52,6 +53,10 @@ test: lint
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=600 \
 		-p tests.notebook_timing
+
+# Static site from the stored outputs (EXECUTE=1: re-execute in memory first); works offline.
+html: $(STAMP)
+	$(BIN)/python tools/build_site.py --out build/site $(if $(filter 1,$(EXECUTE)),--execute,)
 
 refresh: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \

@@ -1,0 +1,452 @@
+"""Build the offline teaching site: ``notebooks/*.ipynb`` -> static HTML under ``build/site``.
+
+Usage (``make html`` runs the first form)::
+
+    python tools/build_site.py                      # stored outputs, into build/site
+    python tools/build_site.py --execute            # re-execute (on a copy) first
+    python tools/build_site.py --notebooks DIR --out DIR
+
+Every lesson page is rendered by nbconvert with the template in ``tools/site_templates/lesson``
+(JupyterLab's look plus navigation). The site never loads anything from another host:
+MathJax 2 is copied from the ``jupyter-server-mathjax`` wheel into ``_static/mathjax``,
+images are embedded as data URIs, require.js / widget / mermaid CDN scripts are dropped and
+saved widget state (tqdm bars) is rendered as static HTML. The index lists each lesson's
+title, summary, run time and hardware, read from the notebook's first markdown cell
+(the convention in CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jinja2
+import mistune
+import nbformat
+from nbconvert import HTMLExporter
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES = Path(__file__).resolve().parent / "site_templates"
+SITE_TITLE = "PyTorch 60-Minute Blitz"
+STATIC = "_static"
+MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
+TOC_MARKER = "<!-- blitz-toc -->"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+# Fields every first cell carries, as `**Name**:` or `**Name:**` at the start of a line.
+HEADER_FIELDS = ("Objectives", "Prerequisites", "Hardware", "Run time")
+_TITLE_RE = re.compile(r"^#\s+(\d{2})\s*·\s*(.+?)\s*$")
+_FIELD_RE = re.compile(r"^\*\*\s*([A-Za-z ]+?)\s*:?\s*\*\*\s*:?\s*(.*)$")
+
+
+class SiteError(RuntimeError):
+    """A notebook or the environment is not fit to build the site; the message says why."""
+
+
+@dataclass
+class Lesson:
+    """What the site needs to know about one notebook."""
+
+    path: Path
+    number: str
+    short_title: str
+    summary: str
+    fields: dict[str, str]
+    stem: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stem = self.path.stem
+
+    @property
+    def title(self) -> str:
+        return f"{self.number} · {self.short_title}"
+
+    @property
+    def html_name(self) -> str:
+        return f"{self.stem}.html"
+
+    @property
+    def ipynb_name(self) -> str:
+        return self.path.name
+
+    @property
+    def summary_text(self) -> str:
+        return _plain(self.summary)
+
+    @property
+    def run_time(self) -> str:
+        """The run time's first clause, without remarks in brackets (the page has it all)."""
+        text = _first_sentence(self.fields["Run time"]).split(";")[0]
+        return re.sub(r"\s*\([^()]*\)", "", text).strip().rstrip(".")
+
+    @property
+    def hardware(self) -> str:
+        """The first sentence of the hardware note."""
+        return _first_sentence(self.fields["Hardware"])
+
+    def as_context(self) -> dict[str, str]:
+        """The strings the templates use (HTML ones already rendered from markdown)."""
+        return {
+            "stem": self.stem,
+            "number": self.number,
+            "short_title": self.short_title,
+            "title": self.title,
+            "html_name": self.html_name,
+            "ipynb_name": self.ipynb_name,
+            "summary_html": _inline_markdown(self.summary),
+            "summary_text": self.summary_text,
+            "run_time_html": _inline_markdown(self.run_time),
+            "hardware_html": _inline_markdown(self.hardware),
+        }
+
+
+def _plain(markdown: str) -> str:
+    return re.sub(r"[`*_]", "", markdown)
+
+
+def _first_sentence(text: str) -> str:
+    match = re.match(r"(.+?[.!?])(\s+[A-Z(]|$)", text)
+    return (match.group(1) if match else text).strip()
+
+
+_md = mistune.create_markdown(escape=True)
+
+
+def _inline_markdown(text: str) -> str:
+    rendered = str(_md(text)).strip()
+    return re.sub(r"^<p>(.*)</p>$", r"\1", rendered, flags=re.S)
+
+
+def parse_header(path: Path, nb: nbformat.NotebookNode) -> Lesson:
+    """Read title, summary and the **Field** paragraphs from the notebook's first cell.
+
+    Raises :class:`SiteError` naming the notebook and what is missing, so that an author
+    can fix the cell (see CONTRIBUTING.md, "Conventions every notebook follows").
+    """
+    where = f"{path.name}: first cell"
+    if not nb.cells or nb.cells[0].cell_type != "markdown":
+        raise SiteError(f"{where} must be a markdown cell starting with '# NN · Title'")
+    lines = nb.cells[0].source.strip().splitlines()
+    title = _TITLE_RE.match(lines[0]) if lines else None
+    if not title:
+        found = repr(lines[0]) if lines else "an empty cell"
+        raise SiteError(f"{where} must start with '# NN · Title' (a middle dot), found {found}")
+    number, short_title = title.groups()
+    if not path.name.startswith(number):
+        raise SiteError(f"{where}: title number {number} does not match the file name")
+
+    summary: list[str] = []
+    fields: dict[str, list[str]] = {}
+    current: list[str] | None = summary
+    for line in lines[1:]:
+        match = _FIELD_RE.match(line.strip())
+        if match and match.group(1) in HEADER_FIELDS:
+            current = fields.setdefault(match.group(1), [])
+            if match.group(2):
+                current.append(match.group(2))
+        elif not line.strip():
+            # The summary is the first paragraph only; fields may span several lines.
+            if current is summary and summary:
+                current = None
+        elif current is not None:
+            current.append(line.strip())
+    if not summary:
+        raise SiteError(f"{where} needs a one-sentence summary right after the title")
+    missing = [name for name in HEADER_FIELDS if not fields.get(name)]
+    if missing:
+        raise SiteError(
+            f"{where} lacks {', '.join(f'**{m}**' for m in missing)} "
+            "(each as a bold label followed by its text; see CONTRIBUTING.md)"
+        )
+    return Lesson(
+        path=path,
+        number=number,
+        short_title=short_title,
+        summary=" ".join(summary),
+        fields={name: " ".join(fields[name]) for name in HEADER_FIELDS},
+    )
+
+
+# --- widgets: saved state -> static HTML -------------------------------------------------
+
+
+def _render_widget(model_id: str, state: dict, depth: int = 0) -> str | None:
+    model = state.get(model_id)
+    if model is None or depth > 20:
+        return None
+    name = model.get("model_name", "")
+    values = model.get("state", {})
+    if name in {"HBoxModel", "VBoxModel", "BoxModel"}:
+        parts = []
+        for child in values.get("children", []):
+            rendered = _render_widget(child.removeprefix("IPY_MODEL_"), state, depth + 1)
+            if rendered is None:
+                return None
+            parts.append(rendered)
+        kind = "blitz-vbox" if name == "VBoxModel" else "blitz-hbox"
+        return f'<div class="blitz-widget {kind}">{"".join(parts)}</div>'
+    if name in {"FloatProgressModel", "IntProgressModel"}:
+        style = html.escape(values.get("bar_style") or "")
+        label = html.escape(values.get("description") or "")
+        return (
+            f'<span class="blitz-widget-label">{label}</span>'
+            f'<progress class="blitz-progress {style}" value="{values.get("value", 0)}" '
+            f'max="{values.get("max", 100)}"></progress>'
+        )
+    if name == "HTMLModel":
+        # The notebook itself produced this HTML (tqdm's counters); nbconvert trusts
+        # stored text/html outputs the same way.
+        return f'<span class="blitz-widget-html">{values.get("value", "")}</span>'
+    if name == "LabelModel":
+        return f'<span class="blitz-widget-html">{html.escape(values.get("value", ""))}</span>'
+    return None
+
+
+def render_widgets_statically(nb: nbformat.NotebookNode) -> int:
+    """Replace widget views by static HTML from the saved widget state; return how many.
+
+    A view whose model was not saved keeps only its text/plain fallback. The widget state is
+    dropped from the metadata afterwards: rendering it live would need scripts from a CDN.
+    """
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    count = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if WIDGET_VIEW not in data:
+                continue
+            view = data.pop(WIDGET_VIEW)
+            rendered = _render_widget(view.get("model_id", ""), state)
+            if rendered is not None:
+                data["text/html"] = rendered
+                count += 1
+    nb.metadata.pop("widgets", None)
+    return count
+
+
+# --- table of contents and search --------------------------------------------------------
+
+
+class _Headings(HTMLParser):
+    """Collect (level, id, text) of h1-h3 and the text of every section for the search."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.headings: list[tuple[int, str, str]] = []
+        self.sections: list[list[str]] = [[]]
+        self._in_heading: tuple[int, str] | None = None
+        self._text: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in {"script", "style"}:
+            self._skip += 1
+        elif tag in {"h1", "h2", "h3"}:
+            self._in_heading = (int(tag[1]), dict(attrs).get("id") or "")
+            self._text = []
+        elif tag == "a" and self._in_heading and dict(attrs).get("class") == "anchor-link":
+            self._skip += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in {"script", "style"} or (tag == "a" and self._skip and self._in_heading):
+            self._skip = max(0, self._skip - 1)
+        elif tag in {"h1", "h2", "h3"} and self._in_heading:
+            level, anchor = self._in_heading
+            text = " ".join("".join(self._text).split())
+            self.headings.append((level, anchor, text))
+            self.sections.append([])
+            self._in_heading = None
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        if self._in_heading:
+            self._text.append(data)
+        else:
+            self.sections[-1].append(data)
+
+
+def _toc_html(headings: list[tuple[int, str, str]]) -> str:
+    """Nested ordered list of the ## and ### headings (### nest under the ## before them)."""
+    items = [(lvl, anchor, text) for lvl, anchor, text in headings if lvl in (2, 3) and anchor]
+    if not items:
+        return '<p class="blitz-toc-empty">This lesson has no sections.</p>'
+    out = ['<ol class="blitz-toc-list">']
+    in_item = in_sub = False
+    for level, anchor, text in items:
+        link = f'<a href="#{html.escape(anchor)}">{html.escape(text)}</a>'
+        if level == 3 and in_item:
+            if not in_sub:
+                out.append('<ol class="blitz-toc-sub">')
+                in_sub = True
+            out.append(f"<li>{link}</li>")
+            continue
+        if in_sub:
+            out.append("</ol>")
+            in_sub = False
+        if in_item:
+            out.append("</li>")
+        out.append(f"<li>{link}")
+        in_item = True
+    out.append("</ol></li></ol>" if in_sub else "</li></ol>")
+    return "".join(out)
+
+
+def _search_entries(lesson: Lesson, parser: _Headings) -> list[dict[str, str]]:
+    entries = []
+    for (level, anchor, text), words in zip(parser.headings, parser.sections[1:], strict=True):
+        body = " ".join(" ".join(words).split())
+        entries.append(
+            {
+                "page": lesson.html_name,
+                "lesson": lesson.title,
+                "section": text if level > 1 else lesson.title,
+                "anchor": anchor if level > 1 else "",
+                "text": body[:4000],
+            }
+        )
+    return entries
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def find_mathjax() -> Path:
+    """Directory holding MathJax 2's ``MathJax.js`` (from the jupyter-server-mathjax wheel)."""
+    try:
+        import jupyter_server_mathjax
+    except ImportError as exc:  # pragma: no cover - the pin in requirements.txt installs it
+        raise SiteError(
+            "MathJax is missing: `pip install -r requirements.txt` (jupyter-server-mathjax) "
+            "or run `make venv`"
+        ) from exc
+    static = Path(jupyter_server_mathjax.__file__).parent / "static"
+    if not (static / "MathJax.js").is_file():
+        raise SiteError(f"{static} holds no MathJax.js: reinstall jupyter-server-mathjax")
+    return static
+
+
+def execute_notebook(nb: nbformat.NotebookNode, path: Path, timeout: int = 600) -> None:
+    """Run ``nb`` top to bottom in memory (the file on disk is not touched)."""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": path.parent}}
+    )
+    client.execute()
+
+
+def build_site(
+    notebooks_dir: Path,
+    out_dir: Path,
+    execute: bool = False,
+    log: Callable[[str], object] = print,
+) -> list[Lesson]:
+    """Render every ``*.ipynb`` in ``notebooks_dir`` into a static site in ``out_dir``.
+
+    ``out_dir`` is replaced as a whole, but only if it is empty or an earlier build.
+    With ``execute=True`` each notebook is re-run in memory first (the file is untouched).
+    Raises :class:`SiteError` with an actionable message on bad input.
+    """
+    paths = sorted(notebooks_dir.glob("*.ipynb"))
+    if not paths:
+        raise SiteError(f"no notebooks (*.ipynb) in {notebooks_dir}: nothing to build")
+    notebooks = [(p, nbformat.read(p, as_version=4)) for p in paths]
+    lessons = [parse_header(p, nb) for p, nb in notebooks]
+    mathjax = find_mathjax()
+
+    if out_dir.exists():
+        # Never wipe a folder this tool did not make (a mistyped --out could be anything).
+        ours = (out_dir / STATIC / "site.css").is_file() or not any(out_dir.iterdir())
+        if not ours:
+            raise SiteError(f"{out_dir} exists and is not a site built by this tool: pick --out")
+        shutil.rmtree(out_dir)
+    static = out_dir / STATIC
+    static.mkdir(parents=True)
+    shutil.copytree(mathjax, static / "mathjax")
+    for asset in (TEMPLATES / "static").iterdir():
+        shutil.copy2(asset, static / asset.name)
+
+    exporter = HTMLExporter(
+        template_name="lesson", extra_template_basedirs=[str(TEMPLATES)], theme="light"
+    )
+    summaries = [lesson.as_context() for lesson in lessons]
+    search: list[dict[str, str]] = []
+    for i, ((path, nb), lesson) in enumerate(zip(notebooks, lessons, strict=True)):
+        start = time.perf_counter()
+        if execute:
+            execute_notebook(nb, path)
+        shutil.copy2(path, out_dir / lesson.ipynb_name)
+        render_widgets_statically(nb)
+        nb.metadata["title"] = f"{lesson.title} · {SITE_TITLE}"
+        resources = {
+            "site": {
+                "title": SITE_TITLE,
+                "static": STATIC,
+                "mathjax_url": f"{STATIC}/mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+                "lesson": summaries[i],
+                "lessons": summaries,
+                "prev": summaries[i - 1] if i > 0 else None,
+                "next": summaries[i + 1] if i + 1 < len(summaries) else None,
+                "toc_marker": TOC_MARKER,
+            }
+        }
+        body, _ = exporter.from_notebook_node(nb, resources=resources)
+        parser = _Headings()
+        parser.feed(body)
+        body = body.replace(TOC_MARKER, _toc_html(parser.headings), 1)
+        (out_dir / lesson.html_name).write_text(body, encoding="utf-8")
+        search.extend(_search_entries(lesson, parser))
+        log(f"  {lesson.html_name}  ({time.perf_counter() - start:.1f} s)")
+
+    (static / "search-index.js").write_text(
+        "window.BLITZ_SEARCH_INDEX = " + json.dumps(search, ensure_ascii=False) + ";\n",
+        encoding="utf-8",
+    )
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, keep_trailing_newline=True
+    )
+    index = env.get_template("home.html.j2").render(
+        title=SITE_TITLE, static=STATIC, lessons=summaries
+    )
+    (out_dir / "index.html").write_text(index, encoding="utf-8")
+    return lessons
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site")
+    parser.add_argument(
+        "--execute",
+        action="store_true",
+        help="re-execute each notebook (in memory) before rendering; stored outputs otherwise",
+    )
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    print(f"Building the site from {args.notebooks} into {args.out}")
+    try:
+        lessons = build_site(args.notebooks, args.out, execute=args.execute)
+    except SiteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    index = (args.out / "index.html").resolve()
+    print(
+        f"Built {len(lessons)} lesson pages + index in {time.perf_counter() - start:.1f} s.\n"
+        f"Open {index.as_uri()} (or: python -m http.server -d {args.out})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

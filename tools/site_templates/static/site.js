@@ -1,0 +1,94 @@
+/* Teaching-site behaviour: offline search on the index and a "math is typeset" flag.
+   No module loader and no fetch(): both are refused for file:// pages. */
+(function () {
+  "use strict";
+
+  // Tests (and curious teachers) can wait for data-mathjax="done" on <html>.
+  function flagMath() {
+    var root = document.documentElement;
+    if (window.MathJax && window.MathJax.Hub) {
+      window.MathJax.Hub.Queue(function () { root.setAttribute("data-mathjax", "done"); });
+    } else {
+      root.setAttribute("data-mathjax", "none");
+    }
+  }
+
+  // A formula MathJax cannot parse is an error in the lesson: say so on the console, where
+  // authors (and the browser tests) look.
+  if (window.MathJax && window.MathJax.Hub) {
+    window.MathJax.Hub.Register.MessageHook("TeX Jax - parse error", function (message) {
+      console.error("MathJax could not typeset $" + message[2] + "$: " + message[1]);
+    });
+  }
+
+  function escapeHtml(text) {
+    return text.replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+
+  function snippet(text, term) {
+    var at = text.toLowerCase().indexOf(term);
+    if (at < 0) { return text.slice(0, 160); }
+    var start = Math.max(0, at - 60);
+    return (start > 0 ? "… " : "") + text.slice(start, at + term.length + 100) + " …";
+  }
+
+  function search(query) {
+    var index = window.BLITZ_SEARCH_INDEX || [];
+    var terms = query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!terms.length) { return []; }
+    return index.map(function (entry) {
+      var section = entry.section.toLowerCase();
+      var body = entry.text.toLowerCase();
+      var score = 0;
+      for (var i = 0; i < terms.length; i++) {
+        var inTitle = section.indexOf(terms[i]) >= 0;
+        var inBody = body.indexOf(terms[i]) >= 0;
+        if (!inTitle && !inBody) { return null; }  // every term must match
+        score += (inTitle ? 10 : 0) + (inBody ? 1 : 0);
+      }
+      return { entry: entry, score: score };
+    }).filter(Boolean).sort(function (a, b) { return b.score - a.score; });
+  }
+
+  function setUpSearch() {
+    var input = document.getElementById("blitz-search-input");
+    var list = document.getElementById("blitz-search-results");
+    var status = document.getElementById("blitz-search-status");
+    if (!input || !list) { return; }
+    function show() {
+      var query = input.value.trim();
+      var hits = search(query);
+      list.innerHTML = hits.slice(0, 20).map(function (hit) {
+        var e = hit.entry;
+        var href = e.page + (e.anchor ? "#" + e.anchor : "");
+        return '<li><a href="' + escapeHtml(href) + '">' + escapeHtml(e.section) + "</a>" +
+          ' <span class="blitz-search-lesson">' + escapeHtml(e.lesson) + "</span>" +
+          "<p>" + escapeHtml(snippet(e.text, query.toLowerCase().split(/\s+/)[0])) + "</p></li>";
+      }).join("");
+      status.textContent = query ? hits.length + (hits.length === 1 ? " match" : " matches") : "";
+    }
+    var params = new URLSearchParams(window.location.search);
+    if (params.get("q")) { input.value = params.get("q"); }
+    input.addEventListener("input", show);
+    input.form.addEventListener("submit", function (event) { event.preventDefault(); show(); });
+    show();
+  }
+
+  // On a phone the table of contents would fill the first screen: start it folded.
+  function foldToc() {
+    var toc = document.querySelector(".blitz-toc");
+    var narrow = window.matchMedia("(max-width: 900px)");
+    if (!toc) { return; }
+    function apply() { toc.open = !narrow.matches; }
+    apply();
+    narrow.addEventListener("change", apply);  // a rotated phone or a resized window
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    foldToc();
+    flagMath();
+    setUpSearch();
+  });
+}());
