@@ -1,21 +1,59 @@
 """Small helpers shared by the notebooks; each one's docstring names where it is taught."""
 
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .data import CIFAR10Data, CIFAR10Unavailable, SubsetError, load_cifar10, make_loader
 from .device import device_summary, get_device, num_gpus, try_all_gpus, try_gpu
+from .distributed import (
+    DistContext,
+    backend_for,
+    cleanup_distributed,
+    init_distributed,
+    torchrun_env,
+)
 from .models import LeNet
-from .parallel import to_data_parallel
+from .parallel import (
+    allreduce,
+    check_batch_size,
+    data_parallel_or_local,
+    replicate,
+    scatter_sizes,
+    split_batch,
+    to_data_parallel,
+)
 from .plotting import denormalize, imshow, plot_curves
+from .resnet import ResNet18
 from .seed import seed_everything
 
 __all__ = [
+    "CheckpointError",
+    "CIFAR10Data",
+    "CIFAR10Unavailable",
+    "SubsetError",
+    "load_cifar10",
+    "load_checkpoint",
+    "make_loader",
+    "save_checkpoint",
+    "DistContext",
     "LeNet",
+    "ResNet18",
+    "allreduce",
+    "backend_for",
+    "check_batch_size",
+    "cleanup_distributed",
+    "data_parallel_or_local",
     "denormalize",
     "device_summary",
     "get_device",
     "imshow",
+    "init_distributed",
     "num_gpus",
     "plot_curves",
+    "replicate",
+    "scatter_sizes",
     "seed_everything",
+    "split_batch",
     "to_data_parallel",
+    "torchrun_env",
     "try_all_gpus",
     "try_gpu",
 ]

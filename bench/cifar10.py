@@ -1,0 +1,275 @@
+"""Benchmark: the official CIFAR-10 recipe versus notebook 04's better recipe (not in `make test`).
+
+    .venv/bin/python bench/cifar10.py            # the subset ($BLITZ_CIFAR10_SUBSET) and/or
+                                                 # the full dataset in data/ when present
+    .venv/bin/python bench/cifar10.py --smoke    # a few seconds: checks that everything runs
+
+Side by side, in one run, on the same machine and the same data:
+
+* **baseline** -- the official recipe as notebook 04 teaches it, with its own data
+  pipeline: PIL images through ``ToTensor`` + ``Normalize`` in a ``DataLoader``, batch size
+  4, ``utils.LeNet(in_channels=3)``, cross-entropy, SGD lr 0.001 momentum 0.9, 2 epochs.
+  Its wall-clock time (data loading included) becomes the budget.
+* **better** -- notebook 04's "Going further" recipe (data kept as one tensor, batches of
+  64, BatchNorm, flips and random 24x24 crops, one-cycle schedule, label smoothing,
+  channels-last, bf16 autocast on CUDA, flip test-time averaging), given exactly the
+  baseline's wall-clock budget: its learning rate follows the one-cycle shape over the
+  *elapsed fraction of the budget*, and it stops when the budget is spent. Converting the
+  data to tensors counts against the budget.
+
+Prints both test accuracies, their ratio, the times and which data was used. Goal on the
+5,000/1,000 subset on a 2-core CPU: ratio >= 1.8. With a CUDA GPU it also reports the better
+recipe's time-to-accuracy there. The code of the better recipe mirrors notebook 04; keep
+the two in step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+import torchvision.transforms as T
+from torch import nn
+from torch.utils.data import Subset
+
+import utils
+from utils.data import SUBSET_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+MEAN = STD = (0.5, 0.5, 0.5)
+CROP = 24
+BATCH = 64
+MAX_LR = 0.1
+PCT_START = 0.3  # OneCycleLR's default fraction of the run spent warming up
+
+
+# ----------------------------------------------------------------------------- data
+def datasets_to_run(root: Path, smoke: bool) -> list[tuple[str, object, object]]:
+    """(source, train, test) for the subset and/or the full dataset, whichever exist."""
+    transform = T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)])
+    found = []
+    if os.environ.get(SUBSET_ENV, "").strip():
+        found.append(utils.load_cifar10(root, transform=transform))
+    full_present = (root / "cifar-10-batches-py").is_dir()
+    if full_present or not found:
+        saved = os.environ.pop(SUBSET_ENV, None)  # ask torchvision for the full dataset
+        try:
+            found.append(utils.load_cifar10(root, transform=transform, download=not found))
+        finally:
+            if saved is not None:
+                os.environ[SUBSET_ENV] = saved
+    runs = []
+    for train, test, _classes, source in found:
+        if smoke:  # a few hundred images: exercises every code path in seconds
+            train, test = _head(train, 400), _head(test, 200)
+            source += " [smoke: first 400 train / 200 test images]"
+        runs.append((source, train, test))
+    return runs
+
+
+def _head(dataset, n: int):
+    sub = Subset(dataset, range(n))
+    sub.data, sub.targets = dataset.data[:n], dataset.targets[:n]  # like the full dataset
+    return sub
+
+
+def to_tensors(dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    X = torch.as_tensor(dataset.data).permute(0, 3, 1, 2).float().div(255)
+    X = (X - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)
+    return X, torch.as_tensor(dataset.targets)
+
+
+def augment(X: torch.Tensor) -> torch.Tensor:
+    flip = torch.rand(len(X)) < 0.5
+    X = torch.where(flip.view(-1, 1, 1, 1), X.flip(3), X)
+    corners = torch.randint(0, 32 - CROP + 1, (len(X), 2)).tolist()
+    return torch.stack(
+        [x[:, i : i + CROP, j : j + CROP] for x, (i, j) in zip(X, corners, strict=True)]
+    )
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# ----------------------------------------------------------------------------- recipes
+def run_baseline(train, test, device: torch.device, num_epochs: int = 2) -> tuple[float, float]:
+    """The official recipe; returns (test accuracy, training seconds incl. data loading)."""
+    utils.seed_everything(0)
+    loader = utils.make_loader(train, batch_size=4, shuffle=True)
+    model = utils.LeNet(in_channels=3).to(device)
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+    sync(device)
+    start = time.perf_counter()
+    model.train()
+    for _ in range(num_epochs):
+        for X, y in loader:
+            X, y = X.to(device), y.to(device)
+            loss = loss_fn(model(X), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    sync(device)
+    seconds = time.perf_counter() - start
+    correct = 0
+    model.eval()
+    with torch.no_grad():
+        for X, y in utils.make_loader(test, batch_size=500):
+            correct += (model(X.to(device)).argmax(1).cpu() == y).sum().item()
+    return correct / len(test), seconds
+
+
+def block(c_in: int, c_out: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+        nn.MaxPool2d(2),  # pooling first: BatchNorm and ReLU see 4x fewer values
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(),
+    )
+
+
+def better_net(width: int = 16) -> nn.Sequential:
+    return nn.Sequential(
+        block(3, width),
+        block(width, 2 * width),
+        block(2 * width, 4 * width),
+        nn.AdaptiveMaxPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * width, 10),
+    )
+
+
+def one_cycle(fraction: float) -> tuple[float, float]:
+    """(learning rate, momentum) at ``fraction`` of the run, as ``OneCycleLR``'s defaults give.
+
+    Cosine warm-up from ``MAX_LR / 25`` to ``MAX_LR`` over the first 30 % while momentum
+    falls from 0.95 to 0.85, then cosine decay to ``MAX_LR / 25e4`` while momentum rises
+    back: notebook 04's schedule, driven by elapsed time instead of a step count.
+    """
+
+    def cos(a: float, b: float, t: float) -> float:
+        return b + (a - b) * (1 + math.cos(math.pi * t)) / 2
+
+    initial, final = MAX_LR / 25, MAX_LR / 25 / 1e4
+    if fraction < PCT_START:
+        t = fraction / PCT_START
+        return cos(initial, MAX_LR, t), cos(0.95, 0.85, t)
+    t = (fraction - PCT_START) / (1 - PCT_START)
+    return cos(MAX_LR, final, t), cos(0.85, 0.95, t)
+
+
+def run_better(
+    train,
+    test,
+    device: torch.device,
+    budget_s: float | None = None,
+    num_epochs: int | None = None,
+) -> tuple[float, float, float]:
+    """The better recipe for ``budget_s`` seconds *or* ``num_epochs`` epochs.
+
+    Returns (test accuracy, training seconds, epochs done).
+    """
+    assert (budget_s is None) != (num_epochs is None)
+    utils.seed_everything(0)
+    sync(device)
+    start = time.perf_counter()
+    X_train, y_train = to_tensors(train)
+    X_test, y_test = to_tensors(test)
+    model = better_net().to(device, memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=MAX_LR, momentum=0.9, nesterov=True, weight_decay=5e-4
+    )
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+    steps_per_epoch = len(X_train) // BATCH
+    total_steps = None if num_epochs is None else num_epochs * steps_per_epoch
+    use_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    step = 0
+    model.train()
+    while True:
+        order = torch.randperm(len(X_train))
+        for k in range(steps_per_epoch):
+            if budget_s is not None:
+                fraction = (time.perf_counter() - start) / budget_s
+            else:
+                fraction = step / total_steps
+            if fraction >= 1:
+                break
+            lr, momentum = one_cycle(fraction)
+            for group in optimizer.param_groups:
+                group["lr"], group["momentum"] = lr, momentum
+            idx = order[k * BATCH : (k + 1) * BATCH]
+            X = augment(X_train[idx]).to(device, memory_format=torch.channels_last)
+            y = y_train[idx].to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                loss = loss_fn(model(X), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+        else:
+            continue
+        break
+    sync(device)
+    seconds = time.perf_counter() - start
+    model.eval()
+    with torch.no_grad():
+        X = X_test.to(device, memory_format=torch.channels_last)
+        scores = model(X).float().softmax(1) + model(X.flip(3)).float().softmax(1)
+    accuracy = (scores.argmax(1).cpu() == y_test).float().mean().item()
+    return accuracy, seconds, step / steps_per_epoch
+
+
+# ----------------------------------------------------------------------------- main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny data, seconds: a check")
+    parser.add_argument("--root", type=Path, default=ROOT / "data", help="full CIFAR-10 folder")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the better recipe (default: the baseline's measured time)",
+    )
+    parser.add_argument(
+        "--gpu-target", type=float, default=0.55, help="accuracy for GPU time-to-accuracy"
+    )
+    args = parser.parse_args()
+
+    device = utils.get_device()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    print(f"device: {device}; torch threads: {torch.get_num_threads()}; cores: {os.cpu_count()}")
+    if load:
+        print(f"load average before: {load[0]:.2f} (other work on the machine slows both runs)")
+    for source, train, test in datasets_to_run(args.root, args.smoke):
+        print(f"\ndata: {source}")
+        base_acc, base_s = run_baseline(train, test, device, num_epochs=1 if args.smoke else 2)
+        budget = args.budget if args.budget is not None else base_s
+        better_acc, better_s, epochs = run_better(train, test, device, budget_s=budget)
+        print(f"  baseline (official recipe) : {base_acc:6.1%} test accuracy in {base_s:6.1f} s")
+        print(
+            f"  better (notebook 04)       : {better_acc:6.1%} test accuracy in {better_s:6.1f} s "
+            f"(budget {budget:.1f} s, {epochs:.1f} epochs)"
+        )
+        print(f"  ratio better / baseline    : {better_acc / max(base_acc, 1e-9):.2f}")
+        if device.type == "cuda":
+            print(f"  GPU time-to-accuracy (target {args.gpu_target:.0%}), better recipe:")
+            for num_epochs in (1, 2) if args.smoke else (2, 4, 8, 16, 32):
+                acc, seconds, _ = run_better(train, test, device, num_epochs=num_epochs)
+                print(f"    {num_epochs:2d} epochs: {acc:6.1%} in {seconds:6.2f} s")
+                if acc >= args.gpu_target:
+                    print(f"    -> {args.gpu_target:.0%} reached in {seconds:.2f} s")
+                    break
+            else:
+                print(f"    -> {args.gpu_target:.0%} not reached")
+    if load:
+        print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

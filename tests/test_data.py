@@ -1,0 +1,234 @@
+"""utils.data: the offline subset, the torchvision path, and every way they can fail.
+
+The failure cases use tiny synthetic ``.npz`` files and a monkeypatched torchvision
+download, so these tests need neither the real subset nor a network.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms as T
+from PIL import Image
+
+import utils
+from utils import data as data_mod
+from utils.data import (
+    CIFAR10_CLASSES,
+    SUBSET_ENV,
+    CIFAR10Unavailable,
+    SubsetError,
+    load_cifar10,
+    load_cifar10_subset,
+    make_loader,
+    sha256_of,
+)
+
+REAL_SUBSET = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset.npz"
+
+
+def write_npz(path: Path, n_train: int = 20, n_test: int = 10, **override) -> Path:
+    rng = np.random.default_rng(0)
+    arrays = {
+        "x_train": rng.integers(0, 256, (n_train, 32, 32, 3), dtype=np.uint8),
+        "y_train": np.arange(n_train, dtype=np.int64) % 10,
+        "x_test": rng.integers(0, 256, (n_test, 32, 32, 3), dtype=np.uint8),
+        "y_test": np.arange(n_test, dtype=np.int64) % 10,
+        "classes": np.array(CIFAR10_CLASSES),
+    }
+    arrays.update(override)
+    arrays = {k: v for k, v in arrays.items() if v is not None}
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.fixture
+def fake_subset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A valid synthetic subset whose checksum is the one load_cifar10 expects."""
+    path = write_npz(tmp_path / "subset.npz")
+    monkeypatch.setattr(data_mod.load_cifar10_subset, "__defaults__", (None, None, sha256_of(path)))
+    monkeypatch.setenv(SUBSET_ENV, str(path))
+    return path
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torchvision's CIFAR-10 download fails as it does without a network."""
+    import torchvision.datasets.cifar as cifar
+
+    calls: list[str] = []
+
+    def offline(url: str, *args, **kwargs) -> None:
+        calls.append(url)
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(cifar, "download_and_extract_archive", offline)
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
+    return calls
+
+
+def test_subset_behaves_like_torchvision_cifar10(fake_subset: Path) -> None:
+    tf = T.Compose([T.ToTensor(), T.Normalize((0.5,) * 3, (0.5,) * 3)])
+    train, test, classes, source = load_cifar10(transform=tf)
+    assert classes == CIFAR10_CLASSES
+    assert train.classes == list(CIFAR10_CLASSES)  # torchvision's type: a list
+    assert train.data.shape == (20, 32, 32, 3) and train.data.dtype == np.uint8
+    assert isinstance(train.targets, list) and all(type(t) is int for t in train.targets)
+    assert len(train) == 20 and len(test) == 10
+    img, label = train[3]
+    assert img.shape == (3, 32, 32) and img.dtype == torch.float32
+    assert -1.0 <= img.min() and img.max() <= 1.0
+    assert label == 3 and type(label) is int
+    # The image is the stored array, converted like torchvision does (HWC uint8 -> CHW).
+    expected = torch.from_numpy(train.data[3]).permute(2, 0, 1).float() / 255 * 2 - 1
+    assert torch.allclose(img, expected, atol=1e-6)
+    assert source == f"CIFAR-10 subset (20 train / 10 test) from ${SUBSET_ENV}"
+
+
+def test_subset_without_transform_returns_pil_and_test_transform_is_separate(
+    fake_subset: Path,
+) -> None:
+    d = load_cifar10(transform=T.ToTensor(), test_transform=T.PILToTensor())
+    assert d.train[0][0].dtype == torch.float32
+    assert d.test[0][0].dtype == torch.uint8
+    raw = load_cifar10()
+    assert isinstance(raw.train[0][0], Image.Image)
+    assert raw.train[0][0].size == (32, 32)
+
+
+def test_real_subset_checksum_and_content() -> None:
+    if not REAL_SUBSET.is_file():
+        pytest.skip(f"the real subset is not at {REAL_SUBSET}")
+    train, test, classes = load_cifar10_subset(REAL_SUBSET)  # verifies the sha256
+    assert (len(train), len(test)) == (5000, 1000)
+    assert classes == CIFAR10_CLASSES
+    # shared/data/README.md: the first four test images are "cat ship ship plane".
+    assert [classes[t] for t in test.targets[:4]] == ["cat", "ship", "ship", "airplane"]
+
+
+def test_no_network_and_no_subset_gives_one_clear_message(
+    no_network: list[str], tmp_path: Path
+) -> None:
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=tmp_path / "data")
+    msg = str(info.value)
+    assert no_network, "the download was never attempted"
+    assert f"${SUBSET_ENV} is not set" in msg  # what was tried: 1
+    assert "could not download it into" in msg and "URLError" in msg  # what was tried: 2
+    assert "connect to the internet" in msg  # fix 1
+    assert f"{SUBSET_ENV}=/path/to/cifar10-subset.npz" in msg  # fix 2
+    assert "Traceback" not in msg
+
+
+def test_download_false_and_no_local_copy(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
+    with pytest.raises(CIFAR10Unavailable, match="download=False"):
+        load_cifar10(root=tmp_path, download=False)
+
+
+def test_empty_env_var_means_not_set(no_network: list[str], tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(SUBSET_ENV, "  ")
+    with pytest.raises(CIFAR10Unavailable, match="is not set"):
+        load_cifar10(root=tmp_path)
+
+
+def test_torchvision_path_is_used_without_the_env_var(tmp_path: Path, monkeypatch) -> None:
+    import torchvision.datasets as tvd
+
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
+    made = []
+
+    class FakeCIFAR10(utils.data.CIFAR10Arrays):
+        def __init__(self, root, train, download, transform):
+            made.append((Path(root), train, download))
+            n = 50 if train else 10
+            super().__init__(np.zeros((n, 32, 32, 3), np.uint8), [0] * n, transform=transform)
+
+    monkeypatch.setattr(tvd, "CIFAR10", FakeCIFAR10)
+    d = load_cifar10(root=tmp_path / "data")
+    assert made == [(tmp_path / "data", True, True), (tmp_path / "data", False, True)]
+    assert d.source == f"full CIFAR-10 (50 train / 10 test) in {(tmp_path / 'data').as_posix()}/"
+    assert d.classes == CIFAR10_CLASSES
+
+
+def test_env_var_pointing_nowhere(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(SUBSET_ENV, str(tmp_path / "nope.npz"))
+    with pytest.raises(SubsetError, match=r"not a file.*unset BLITZ_CIFAR10_SUBSET"):
+        load_cifar10()
+
+
+def test_truncated_subset_fails_the_checksum(tmp_path: Path, monkeypatch) -> None:
+    good = write_npz(tmp_path / "good.npz")
+    digest = sha256_of(good)
+    bad = tmp_path / "truncated.npz"
+    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(SubsetError, match="corrupt, truncated or not the subset") as info:
+        load_cifar10_subset(bad, expected_sha256=digest)
+    assert "Fix it" in str(info.value)
+    monkeypatch.setenv(SUBSET_ENV, str(bad))  # and through load_cifar10, real checksum
+    with pytest.raises(SubsetError, match="has sha256"):
+        load_cifar10()
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.5, 0.9, 0.999])
+def test_truncated_subset_without_checksum_is_a_clear_error(tmp_path: Path, cut: float) -> None:
+    good = write_npz(tmp_path / "good.npz")
+    bad = tmp_path / "truncated.npz"
+    bad.write_bytes(good.read_bytes()[: int(good.stat().st_size * cut)])
+    with pytest.raises(SubsetError, match="corrupt or truncated"):
+        load_cifar10_subset(bad, expected_sha256=None)
+
+
+def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "garbage.npz"
+    bad.write_bytes(os.urandom(4096))
+    with pytest.raises(SubsetError, match="corrupt or truncated"):
+        load_cifar10_subset(bad, expected_sha256=None)
+
+
+def test_pickled_arrays_are_refused(tmp_path: Path) -> None:
+    path = write_npz(tmp_path / "pickled.npz", x_train=np.array([{"evil": 1}], dtype=object))
+    with pytest.raises(SubsetError, match="allow_pickle=False"):
+        load_cifar10_subset(path, expected_sha256=None)
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ({"y_test": None}, r"arrays \['y_test'\] are missing"),
+        ({"x_train": np.zeros((4, 28, 28), np.uint8)}, "32 x 32 x 3 uint8"),
+        ({"x_train": np.zeros((20, 32, 32, 3), np.float32)}, "32 x 32 x 3 uint8"),
+        ({"y_train": np.zeros(7, np.int64)}, "20 integer labels"),
+        ({"y_test": np.full(10, 10)}, "outside 0..9"),
+        ({"classes": np.array(["a", "b"])}, "10 class names"),
+    ],
+)
+def test_wrong_content_is_named(tmp_path: Path, override: dict, match: str) -> None:
+    path = write_npz(tmp_path / "wrong.npz", **override)
+    with pytest.raises(SubsetError, match=match):
+        load_cifar10_subset(path, expected_sha256=None)
+
+
+def test_make_loader_defaults_work_in_a_notebook() -> None:
+    ds = torch.utils.data.TensorDataset(torch.arange(10.0), torch.arange(10))
+    loader = make_loader(ds, batch_size=4)
+    assert loader.num_workers == 0 and not loader.pin_memory
+    assert [len(y) for _, y in loader] == [4, 4, 2]
+    torch.manual_seed(0)
+    first = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True)])
+    torch.manual_seed(0)
+    again = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True)])
+    assert torch.equal(first, again) and not torch.equal(first, torch.arange(10))
+    assert make_loader(ds, 4, num_workers=1).persistent_workers
+    with pytest.raises(ValueError, match="batch_size"):
+        make_loader(ds, 0)
+
+
+def test_module_docstring_names_its_notebook() -> None:
+    assert "notebooks/04_cifar10.ipynb" in (data_mod.__doc__ or "")
+    assert "notebook 04" in (load_cifar10.__doc__ or "")

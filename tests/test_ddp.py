@@ -1,0 +1,169 @@
+"""scripts/train_ddp.py under torchrun on the CPU (gloo): several processes, one machine.
+
+Every launch is small (LeNet, 64 synthetic images, 8 steps), uses only 127.0.0.1 and
+a free port, and is bounded by a subprocess timeout and a collective timeout. The
+one-process reference runs inside pytest (no torchrun), which saves a launch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import utils
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "train_ddp.py"
+STEPS = 8
+TRAIN_ARGS = ["--steps", str(STEPS), "--batch-size", "16", "--num-train", "64", "--timeout", "30"]
+LAUNCH_TIMEOUT = 180  # seconds; a healthy launch takes 10-30 s on the shared 2-core CPU
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env() -> dict[str, str]:
+    env = {**os.environ, "BLITZ_FORCE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo talks over loopback only
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    return env
+
+
+def torchrun(nproc: int, out: Path, *extra: str, nnodes: int = 1, node_rank: int = 0, port=None):
+    """The argv of one torchrun launcher using a static rendezvous on 127.0.0.1."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nnodes}",
+        f"--node-rank={node_rank}",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=static",
+        f"--rdzv-endpoint=127.0.0.1:{port or free_port()}",
+        "--local-addr=127.0.0.1",
+        "--max-restarts=0",
+        str(SCRIPT),
+        *TRAIN_ARGS,
+        "--out-dir",
+        str(out),
+        *extra,
+    ]
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv, env=child_env(), cwd=ROOT, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT
+    )
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("train_ddp", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def weights(out: Path) -> dict[str, torch.Tensor]:
+    return torch.load(out / "model.pt", weights_only=True)
+
+
+def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference: one process, no torchrun, same global batch."""
+    out = tmp_path_factory.mktemp("single")
+    metrics = load_script().main([*TRAIN_ARGS, "--out-dir", str(out)])
+    assert metrics["world_size"] == 1 and metrics["backend"] is None
+    assert metrics["steps"] == STEPS
+    return out
+
+
+def test_two_processes_match_one_process(single: Path, tmp_path: Path) -> None:
+    proc = run(torchrun(2, tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rank 0 of 2 (gloo, cpu)" in proc.stdout
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    ref = json.loads((single / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["local_batch"] == 8
+    # the two ranks saw disjoint halves of the very batch the single process saw
+    r0, r1 = metrics["first_batch_indices_per_rank"]
+    assert not set(r0) & set(r1)
+    assert sorted(r0 + r1) == sorted(ref["first_batch_indices_per_rank"][0])
+    assert max_diff(weights(tmp_path), weights(single)) < 1e-5
+    assert metrics["losses"] == pytest.approx(ref["losses"], abs=1e-5)
+
+
+def test_two_nodes_on_loopback_agree(single: Path, tmp_path: Path) -> None:
+    port = free_port()
+    outs = [tmp_path / "node0", tmp_path / "node1"]
+    launchers = [
+        subprocess.Popen(
+            torchrun(1, outs[i], nnodes=2, node_rank=i, port=port),
+            env=child_env(),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
+    logs = []
+    try:
+        for p in launchers:
+            logs.append(p.communicate(timeout=LAUNCH_TIMEOUT)[0])
+    finally:
+        for p in launchers:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in launchers] == [0, 0], "\n".join(logs)
+    assert "rank 0 of 2 (gloo, cpu)" in logs[0]  # node 0 holds global rank 0
+    assert not (outs[1] / "model.pt").exists()  # rank 1 (node 1) writes nothing
+    assert max_diff(weights(outs[0]), weights(single)) < 1e-5
+
+
+def test_a_dead_rank_ends_the_job_and_the_checkpoint_resumes(single: Path, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    proc = run(torchrun(2, tmp_path, "--checkpoint-every", "4", "--crash-at-step", "6"))
+    elapsed = time.monotonic() - t0
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log
+    assert elapsed < 120, f"the failed job took {elapsed:.0f} s to end"
+    assert "simulated failure of rank 1 at step 6" in log, log
+    assert not (tmp_path / "model.pt").exists()
+
+    # the checkpoint written after step 4 is complete and loads safely
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert ckpt["step"] == 4
+    assert not list(tmp_path.glob("*.tmp"))
+
+    # resume with a different world size (one process): same result as never crashing
+    metrics = load_script().main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
+    assert metrics["start_step"] == 4 and metrics["steps"] == STEPS
+    assert max_diff(weights(tmp_path), weights(single)) < 1e-5
+
+
+def test_script_rejects_bad_batch_and_missing_checkpoint(tmp_path: Path) -> None:
+    script = load_script()
+    two_ranks = utils.DistContext(0, 0, 2, torch.device("cpu"), "gloo")
+    args = script.parse_args(["--out-dir", str(tmp_path), "--batch-size", "15"])
+    with pytest.raises(SystemExit, match="15 is not divisible by the world size 2"):
+        script.train(args, two_ranks)
+    with pytest.raises(SystemExit, match="no checkpoint at"):
+        script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])

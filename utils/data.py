@@ -1,0 +1,271 @@
+"""CIFAR-10 that works online and offline, and DataLoader defaults that work in notebooks.
+
+Taught in ``notebooks/04_cifar10.ipynb`` (and used again by ``notebooks/05_data_parallel.ipynb``).
+
+:func:`load_cifar10` returns the train and test sets, the class names and a short
+string saying which data it used:
+
+* If the environment variable ``BLITZ_CIFAR10_SUBSET`` names a file, that file is the
+  real 6,000-image CIFAR-10 subset described in ``../shared/data/README.md`` (5,000
+  train / 1,000 test images). It is checked (sha256, arrays, shapes, dtypes) and
+  loaded without pickle.
+* Otherwise ``torchvision.datasets.CIFAR10`` downloads the full dataset (50,000 /
+  10,000 images) into ``root``.
+
+Both paths give datasets that behave alike: ``.data`` is ``N x 32 x 32 x 3`` uint8,
+``.targets`` a list of ints, ``.classes`` the ten names, and indexing returns
+``(transform(PIL image), label)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
+from .device import num_gpus
+
+SUBSET_ENV = "BLITZ_CIFAR10_SUBSET"
+SUBSET_SHA256 = "6be54dd6081083a07e384e2fce16cf3645d9d612807cbbeb2899d1278bfe3a75"
+CIFAR10_CLASSES = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
+_SUBSET_ARRAYS = ("x_train", "y_train", "x_test", "y_test", "classes")
+
+
+class CIFAR10Unavailable(RuntimeError):
+    """Neither the offline subset nor the full dataset (download or local copy) could be used."""
+
+
+class SubsetError(ValueError):
+    """The offline subset file is missing, corrupt, truncated or not the CIFAR-10 subset."""
+
+
+class CIFAR10Data(NamedTuple):
+    """What :func:`load_cifar10` returns (notebook 04)."""
+
+    train: Dataset
+    test: Dataset
+    classes: tuple[str, ...]
+    source: str
+
+
+class CIFAR10Arrays(Dataset):
+    """CIFAR-10 images held in memory, with the interface of ``torchvision.datasets.CIFAR10``.
+
+    ``data`` is ``N x 32 x 32 x 3`` uint8 (HWC, RGB), ``targets`` a list of ints; an
+    item is ``(transform(PIL image), target_transform(label))``, as in torchvision.
+    Used for the offline subset (notebook 04).
+    """
+
+    def __init__(
+        self,
+        data: np.ndarray,
+        targets: list[int],
+        classes: tuple[str, ...] = CIFAR10_CLASSES,
+        transform: Callable[[Image.Image], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        train: bool = True,
+    ) -> None:
+        if data.ndim != 4 or data.shape[1:] != (32, 32, 3) or data.dtype != np.uint8:
+            raise ValueError(
+                f"expected N x 32 x 32 x 3 uint8 images, got {data.shape} {data.dtype}"
+            )
+        if len(targets) != len(data):
+            raise ValueError(f"{len(data)} images but {len(targets)} labels")
+        self.data = data
+        self.targets = [int(t) for t in targets]
+        self.classes = list(classes)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self.transform = transform
+        self.target_transform = target_transform
+        self.train = train
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        img: Any = Image.fromarray(self.data[index])  # PIL, exactly like torchvision
+        target: Any = self.targets[index]
+        if self.transform is not None:
+            img = self.transform(img)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return img, target
+
+    def __repr__(self) -> str:
+        split = "train" if self.train else "test"
+        return f"{type(self).__name__}({split}, {len(self)} images, transform={self.transform})"
+
+
+def sha256_of(path: str | Path, chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks (notebook 04 checks the subset with it)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fixes(path: Path) -> str:
+    return (
+        f"Fix it: copy a good cifar10-subset.npz (see shared/data/README.md) to {path}, "
+        f"or unset {SUBSET_ENV} to let torchvision download the full CIFAR-10 instead."
+    )
+
+
+def load_cifar10_subset(
+    path: str | Path,
+    transform: Callable | None = None,
+    test_transform: Callable | None = None,
+    expected_sha256: str | None = SUBSET_SHA256,
+) -> tuple[CIFAR10Arrays, CIFAR10Arrays, tuple[str, ...]]:
+    """Load the offline CIFAR-10 subset (``.npz``, no pickle) as torchvision-like datasets.
+
+    Raises :class:`SubsetError` with a message saying what is wrong and how to fix it
+    when the file is missing, has the wrong sha256 (corrupt, truncated or another
+    file), cannot be read as ``.npz`` or lacks the expected arrays. Pass
+    ``expected_sha256=None`` to skip the checksum (tests use small synthetic files).
+    Taught in notebook 04.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise SubsetError(f"{SUBSET_ENV} points to {path}, which is not a file. " + _fixes(path))
+    if expected_sha256 is not None:
+        actual = sha256_of(path)
+        if actual != expected_sha256.lower():
+            size = path.stat().st_size
+            raise SubsetError(
+                f"the CIFAR-10 subset at {path} ({size:,} bytes) has sha256 {actual}, "
+                f"expected {expected_sha256}: the file is corrupt, truncated or not the "
+                "subset. " + _fixes(path)
+            )
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in _SUBSET_ARRAYS if k not in npz.files]
+            if missing:
+                raise SubsetError(
+                    f"the file at {path} is not the CIFAR-10 subset: arrays {missing} are "
+                    f"missing (it has {sorted(npz.files)}). " + _fixes(path)
+                )
+            arrays = {k: npz[k] for k in _SUBSET_ARRAYS}
+    except SubsetError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as err:
+        # np.load's own errors (bad zip, truncated member, object arrays) say nothing useful.
+        raise SubsetError(
+            f"cannot read the CIFAR-10 subset at {path}: it is corrupt or truncated "
+            f"({type(err).__name__}: {err}). " + _fixes(path)
+        ) from err
+
+    classes = tuple(str(c) for c in arrays["classes"].tolist())
+    if len(classes) != 10:
+        raise SubsetError(f"{path}: expected 10 class names, got {len(classes)}. " + _fixes(path))
+    splits = []
+    for split in ("train", "test"):
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.ndim != 4 or x.shape[1:] != (32, 32, 3) or x.dtype != np.uint8:
+            raise SubsetError(
+                f"{path}: x_{split} should be N x 32 x 32 x 3 uint8, got {x.shape} {x.dtype}. "
+                + _fixes(path)
+            )
+        if y.shape != (len(x),) or y.dtype.kind not in "iu" or len(x) == 0:
+            raise SubsetError(
+                f"{path}: y_{split} should hold {len(x)} integer labels, got {y.shape} "
+                f"{y.dtype}. " + _fixes(path)
+            )
+        if y.min() < 0 or y.max() >= len(classes):
+            raise SubsetError(f"{path}: y_{split} has labels outside 0..9. " + _fixes(path))
+        splits.append((x, y))
+    (x_train, y_train), (x_test, y_test) = splits
+    tt = transform if test_transform is None else test_transform
+    train = CIFAR10Arrays(x_train, y_train.tolist(), classes, transform, train=True)
+    test = CIFAR10Arrays(x_test, y_test.tolist(), classes, tt, train=False)
+    return train, test, classes
+
+
+def load_cifar10(
+    root: str | Path = "data",
+    transform: Callable | None = None,
+    test_transform: Callable | None = None,
+    download: bool = True,
+) -> CIFAR10Data:
+    """CIFAR-10 train and test sets, class names and which data was used (notebook 04).
+
+    With ``BLITZ_CIFAR10_SUBSET`` set to a path, the offline subset there is used
+    (5,000 train / 1,000 test); otherwise ``torchvision.datasets.CIFAR10(root,
+    download=download)`` gives the full dataset. ``test_transform`` defaults to
+    ``transform``. When nothing works, :class:`CIFAR10Unavailable` says what was tried
+    and the two ways to fix it; a bad subset raises :class:`SubsetError`.
+    """
+    test_transform = transform if test_transform is None else test_transform
+    subset = os.environ.get(SUBSET_ENV, "").strip()
+    if subset:
+        train, test, classes = load_cifar10_subset(subset, transform, test_transform)
+        source = f"CIFAR-10 subset ({len(train):,} train / {len(test):,} test) from ${SUBSET_ENV}"
+        return CIFAR10Data(train, test, classes, source)
+
+    from torchvision.datasets import CIFAR10  # imported here: the subset path does not need it
+
+    root = Path(root)
+    try:
+        train = CIFAR10(root, train=True, download=download, transform=transform)
+        test = CIFAR10(root, train=False, download=download, transform=test_transform)
+    except Exception as err:  # URLError, HTTPError, OSError, torchvision's RuntimeError...
+        how = "download it into" if download else "find it (download=False) in"
+        raise CIFAR10Unavailable(
+            "CIFAR-10 is not available. Tried: "
+            f"(1) the offline subset: ${SUBSET_ENV} is not set; "
+            f"(2) torchvision: could not {how} {root.resolve()} "
+            f"({type(err).__name__}: {err}). "
+            "Fix it in one of two ways: connect to the internet and run again (torchvision "
+            "downloads about 170 MB once), or set "
+            f"{SUBSET_ENV}=/path/to/cifar10-subset.npz (the offline subset, see "
+            "shared/data/README.md)."
+        ) from err
+    classes = tuple(train.classes)
+    source = f"full CIFAR-10 ({len(train):,} train / {len(test):,} test) in {root.as_posix()}/"
+    return CIFAR10Data(train, test, classes, source)
+
+
+def make_loader(
+    dataset: Dataset,
+    batch_size: int,
+    shuffle: bool = False,
+    num_workers: int = 0,
+    **kwargs: Any,
+) -> DataLoader:
+    """A ``DataLoader`` with defaults that work in a notebook on Linux, macOS and Windows.
+
+    ``num_workers=0`` loads batches in the notebook's own process. Worker processes are
+    started with *spawn* on macOS and Windows, which pickles the dataset and its
+    transforms: anything defined in a notebook cell (a lambda, a local function or class)
+    cannot be pickled there, and each worker re-imports everything (seconds per epoch on
+    a small dataset). With workers, ``persistent_workers=True`` keeps them between
+    epochs. ``pin_memory`` is on only when a CUDA GPU is usable. Other keyword arguments
+    go to ``DataLoader``. Taught in notebook 04.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if num_workers > 0:
+        kwargs.setdefault("persistent_workers", True)
+    kwargs.setdefault("pin_memory", num_gpus() > 0)
+    return DataLoader(
+        dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, **kwargs
+    )
