@@ -12,7 +12,9 @@ export OMP_NUM_THREADS ?= 2
 # Stored outputs are CPU outputs: tests and refreshes use the CPU unless told otherwise
 # (`make test BLITZ_FORCE_CPU=0` runs the notebooks on your GPU; numbers may then differ).
 export BLITZ_FORCE_CPU ?= 1
-# Offline CIFAR-10 subset (see README): used by notebooks 04-05 when set.
+# Offline CIFAR-10 subset (see README): used by notebooks 04-05 when set. Defaults to the
+# team's shared copy beside the checkout when there is one; empty means "download".
+BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
 export BLITZ_CIFAR10_SUBSET
 
 LAB_PORT  ?= 8888

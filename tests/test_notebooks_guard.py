@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -52,8 +53,11 @@ def test_notebook_has_kernel_metadata(path: Path) -> None:
 
 def test_every_notebook_is_collected_by_nbval() -> None:
     """A notebook that exists but is not in nbval's collection would silently go untested."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    testpaths = config["tool"]["pytest"]["ini_options"]["testpaths"]
+    assert "notebooks" in testpaths, f"pytest's testpaths {testpaths} leave out notebooks/"
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval", "--nbval-current-env"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval", "notebooks"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,5 +1,10 @@
 """Small helpers shared by the notebooks; each one's docstring names where it is taught."""
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import CIFAR10Data, CIFAR10Unavailable, SubsetError, load_cifar10, make_loader
 from .device import device_summary, get_device, num_gpus, try_all_gpus, try_gpu
@@ -20,7 +25,6 @@ from .parallel import (
     split_batch,
     to_data_parallel,
 )
-from .plotting import denormalize, imshow, plot_curves
 from .resnet import ResNet18
 from .seed import seed_everything
 
@@ -57,3 +61,13 @@ __all__ = [
     "try_all_gpus",
     "try_gpu",
 ]
+
+# matplotlib costs 1-2 s to import: load the plotting helpers on first use, so the DDP
+# worker processes (which never plot) start faster.
+_LAZY = {"denormalize": "plotting", "imshow": "plotting", "plot_curves": "plotting"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
