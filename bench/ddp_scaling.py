@@ -8,6 +8,8 @@ reports it):
 
 * CPU: 1 process x 2 threads (no DDP) versus 2 processes x 1 thread (DDP, gloo); goal
   ratio >= 1.6x on a 2-core machine.
+* Context: the same model on 1 process x 1 thread, so the report shows how well each
+  way of using the second core (a second thread, or a second DDP process) scales.
 * DDP overhead: DDP at world size 1 (``torchrun --nproc-per-node=1``) versus the bare
   model, both 1 process x 2 threads; goal <= 10 %.
 * With CUDA GPUs: ``nn.DataParallel`` versus DDP (one process per GPU, NCCL) on all GPUs
@@ -73,13 +75,15 @@ def cpu_bench(repeats: int, steps: int, batch: int, width: int) -> None:
         "bare, 1 proc x 2 threads": (0, 2),
         "DDP, 2 procs x 1 thread": (2, 1),
         "DDP, 1 proc x 2 threads": (1, 2),
+        # context: how much one core alone does, i.e. what "perfect" 2-process scaling doubles
+        "bare, 1 proc x 1 thread": (0, 1),
     }
     best = dict.fromkeys(configs, 0.0)
     all_runs: dict[str, list[float]] = {k: [] for k in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
-            for name, (nproc, threads) in configs.items():
-                sps = run_script(nproc, threads, args, Path(tmp) / f"{r}-{nproc}")
+            for i, (name, (nproc, threads)) in enumerate(configs.items()):
+                sps = run_script(nproc, threads, args, Path(tmp) / f"{r}-{i}")
                 all_runs[name].append(sps)
                 best[name] = max(best[name], sps)
                 print(f"  repeat {r + 1}: {name:26s} {sps:8.1f} samples/s", flush=True)
@@ -91,6 +95,10 @@ def cpu_bench(repeats: int, steps: int, batch: int, width: int) -> None:
     overhead = 1 - best["DDP, 1 proc x 2 threads"] / best["bare, 1 proc x 2 threads"]
     print(f"  2 procs x 1 thread vs 1 proc x 2 threads: {scale:.2f}x  (goal >= 1.6x)")
     print(f"  DDP world size 1 vs bare model: overhead {100 * overhead:+.1f} %  (goal <= 10 %)")
+    per_core = best["DDP, 2 procs x 1 thread"] / best["bare, 1 proc x 1 thread"]
+    threads = best["bare, 1 proc x 2 threads"] / best["bare, 1 proc x 1 thread"]
+    print(f"  context: 2 procs x 1 thread vs 1 proc x 1 thread: {per_core:.2f}x;")
+    print(f"           1 proc x 2 threads vs 1 proc x 1 thread: {threads:.2f}x")
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"  load average after the runs: {load}", flush=True)
     if os.getloadavg()[1] > (os.cpu_count() or 1):
