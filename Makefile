@@ -42,10 +42,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+# No news feed and no update check: classrooms are often offline.
 lab: $(STAMP)
 	@echo "JupyterLab: http://127.0.0.1:$(LAB_PORT)/lab?token=$(LAB_TOKEN)"
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) \
-		--ServerApp.root_dir=notebooks --IdentityProvider.token=$(LAB_TOKEN) $(ROOT_FLAG)
+		--ServerApp.root_dir=notebooks --IdentityProvider.token=$(LAB_TOKEN) $(ROOT_FLAG) \
+		--LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
