@@ -24,13 +24,14 @@ LAB_TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(2
 endif
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test lint refresh clean html
+.PHONY: help venv lab test lint refresh clean html bench
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at http://127.0.0.1:$(LAB_PORT) (token printed)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
 	@echo "make refresh  - re-execute every notebook in place on the CPU (authors only)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
+	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
 	@echo "make clean    - remove the environment, caches and build output"
 
 venv: $(STAMP)
@@ -65,6 +66,12 @@ html: $(STAMP)
 refresh: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 $(NOTEBOOKS)
+
+# Benchmarks print ratios; they are never part of `make test`. They use a GPU when present.
+bench: BLITZ_FORCE_CPU = 0
+bench: $(STAMP)
+	$(BIN)/python bench/cifar10.py
+	$(BIN)/python bench/ddp_scaling.py
 
 clean:
 	rm -rf $(VENV) build _build .pytest_cache .ruff_cache *.egg-info

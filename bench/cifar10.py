@@ -272,4 +272,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (utils.CIFAR10Unavailable, utils.SubsetError) as err:
+        # the message already says what was tried and how to fix it: no traceback needed
+        raise SystemExit(f"bench/cifar10.py: {err}") from None
