@@ -24,7 +24,6 @@ import argparse
 import itertools
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -102,13 +101,6 @@ def make_model(args: argparse.Namespace) -> nn.Module:
     if args.model == "resnet18":
         return utils.ResNet18(num_classes=10, width=args.width)
     return utils.LeNet(in_channels=3)
-
-
-def save_atomically(obj: object, path: Path) -> None:
-    """Write to a temporary file, then rename: readers see the old file or the new one."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 @torch.no_grad()
@@ -216,7 +208,7 @@ def train(args: argparse.Namespace, ctx: utils.DistContext) -> dict:
             if args.checkpoint_every and step % args.checkpoint_every == 0 and ctx.is_main:
                 raw = model.module if isinstance(model, DDP) else model
                 state = {"model": raw.state_dict(), "optimizer": optimizer.state_dict()}
-                save_atomically({**state, "step": step}, ckpt_path)
+                utils.save_atomically({**state, "step": step}, ckpt_path)
         epoch_times.append(time.perf_counter() - t_epoch)
         if step >= total_steps:
             break

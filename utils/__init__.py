@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint, save_atomically, save_checkpoint
 from .data import CIFAR10Data, CIFAR10Unavailable, SubsetError, load_cifar10, make_loader
 from .device import device_summary, get_device, num_gpus, try_all_gpus, try_gpu
 from .distributed import (
@@ -36,6 +36,7 @@ __all__ = [
     "load_cifar10",
     "load_checkpoint",
     "make_loader",
+    "save_atomically",
     "save_checkpoint",
     "DistContext",
     "LeNet",

@@ -65,6 +65,19 @@ def _state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     return inner.state_dict()
 
 
+def save_atomically(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` to a temporary file beside ``path``, then rename it into place.
+
+    Readers see the old file or the new one, never half of one (notebook 04; also used
+    by ``scripts/train_ddp.py``).
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)  # atomic on POSIX and Windows
+    return path
+
+
 def save_checkpoint(
     path: str | Path,
     model: nn.Module,
@@ -91,10 +104,7 @@ def save_checkpoint(
         "rng": rng_state(),
         "extra": extra,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)  # atomic on POSIX and Windows
-    return path
+    return save_atomically(payload, path)
 
 
 def load_checkpoint(
