@@ -77,12 +77,6 @@ def _head(dataset, n: int):
     return sub
 
 
-def to_tensors(dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    X = torch.as_tensor(dataset.data).permute(0, 3, 1, 2).float().div(255)
-    X = (X - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)
-    return X, torch.as_tensor(dataset.targets)
-
-
 def augment(X: torch.Tensor) -> torch.Tensor:
     flip = torch.rand(len(X)) < 0.5
     X = torch.where(flip.view(-1, 1, 1, 1), X.flip(3), X)
@@ -179,8 +173,8 @@ def run_better(
     utils.seed_everything(0)
     sync(device)
     start = time.perf_counter()
-    X_train, y_train = to_tensors(train)
-    X_test, y_test = to_tensors(test)
+    X_train, y_train = utils.to_tensors(train, MEAN, STD)
+    X_test, y_test = utils.to_tensors(test, MEAN, STD)
     model = better_net().to(device, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(
         model.parameters(), lr=MAX_LR, momentum=0.9, nesterov=True, weight_decay=5e-4

@@ -83,14 +83,12 @@ def make_datasets(args: argparse.Namespace) -> tuple[TensorDataset, TensorDatase
     from utils.data import load_cifar10  # notebook 04's loader: offline subset or download
 
     cifar = load_cifar10(root=args.data_root)
-    mean = torch.tensor(CIFAR_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(CIFAR_STD).view(1, 3, 1, 1)
 
     def to_tensors(ds, n: int) -> TensorDataset:
-        if n > len(ds.data):
-            raise SystemExit(f"asked for {n} samples but the dataset has {len(ds.data)}")
-        X = torch.from_numpy(ds.data[:n]).permute(0, 3, 1, 2).float().div(255)
-        return TensorDataset((X - mean) / std, torch.as_tensor(ds.targets[:n]))
+        try:
+            return TensorDataset(*utils.to_tensors(ds, CIFAR_MEAN, CIFAR_STD, n))
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
 
     train = to_tensors(cifar.train, args.num_train)
     test = to_tensors(cifar.test, args.num_test) if args.num_test else None

@@ -232,3 +232,24 @@ def test_make_loader_defaults_work_in_a_notebook() -> None:
 def test_module_docstring_names_its_notebook() -> None:
     assert "notebooks/04_cifar10.ipynb" in (data_mod.__doc__ or "")
     assert "notebook 04" in (load_cifar10.__doc__ or "")
+
+
+def test_to_tensors_matches_the_per_image_transform() -> None:
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+    import torchvision.transforms as T
+
+    rng = np.random.default_rng(0)
+    ds = SimpleNamespace(
+        data=rng.integers(0, 256, (5, 32, 32, 3), dtype=np.uint8), targets=[1, 2, 3, 4, 5]
+    )
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+    X, y = utils.to_tensors(ds, mean, std, n=3)
+    tf = T.Compose([T.ToTensor(), T.Normalize(mean, std)])
+    expected = torch.stack([tf(img) for img in ds.data[:3]])
+    assert X.shape == (3, 3, 32, 32) and y.tolist() == [1, 2, 3]
+    assert torch.allclose(X, expected, atol=1e-5)
+    with pytest.raises(ValueError, match="asked for 6 images but the dataset has 5"):
+        utils.to_tensors(ds, mean, std, n=6)

@@ -6,7 +6,14 @@ import importlib
 from typing import Any
 
 from .checkpoint import CheckpointError, load_checkpoint, save_atomically, save_checkpoint
-from .data import CIFAR10Data, CIFAR10Unavailable, SubsetError, load_cifar10, make_loader
+from .data import (
+    CIFAR10Data,
+    CIFAR10Unavailable,
+    SubsetError,
+    load_cifar10,
+    make_loader,
+    to_tensors,
+)
 from .device import device_summary, get_device, num_gpus, try_all_gpus, try_gpu
 from .distributed import (
     DistContext,
@@ -58,6 +65,7 @@ __all__ = [
     "seed_everything",
     "split_batch",
     "to_data_parallel",
+    "to_tensors",
     "torchrun_env",
     "try_all_gpus",
     "try_gpu",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
@@ -242,6 +243,29 @@ def load_cifar10(
     classes = tuple(train.classes)
     source = f"full CIFAR-10 ({len(train):,} train / {len(test):,} test) in {root.as_posix()}/"
     return CIFAR10Data(train, test, classes, source)
+
+
+def to_tensors(
+    dataset: Any,
+    mean: tuple[float, float, float],
+    std: tuple[float, float, float],
+    n: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``n`` (default: all) images of a CIFAR-10 dataset as one tensor, and labels.
+
+    Reads ``dataset.data`` (``N x 32 x 32 x 3`` uint8) directly and gives what
+    ``ToTensor()`` + ``Normalize(mean, std)`` would give image by image, as one
+    ``n x 3 x 32 x 32`` float tensor -- fast batch training without a per-image pipeline.
+    Taught in notebook 04 ("Going further"); used by ``bench/cifar10.py`` and
+    ``scripts/train_ddp.py``.
+    """
+    total = len(dataset.data)
+    n = total if n is None else n
+    if not 0 < n <= total:
+        raise ValueError(f"asked for {n} images but the dataset has {total}")
+    X = torch.as_tensor(dataset.data[:n]).permute(0, 3, 1, 2).float().div(255)
+    X = (X - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    return X, torch.as_tensor(dataset.targets[:n])
 
 
 def make_loader(
