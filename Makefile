@@ -24,11 +24,12 @@ LAB_TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(2
 endif
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test lint refresh clean html bench
+.PHONY: help venv lab test test-portable lint refresh clean html bench
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at http://127.0.0.1:$(LAB_PORT) (token printed)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
+	@echo "make test-portable - nbval again under other CPU kernels and thread counts"
 	@echo "make refresh  - re-execute every notebook in place on the CPU (authors only)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
@@ -54,10 +55,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Stored outputs of 04-05 come from the 6,000-image subset: tests always use it (from the
+# file, or cut from the full download).
+test test-portable refresh: export BLITZ_CIFAR10 = subset
+
 test: lint
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=600 \
 		-p tests.notebook_timing
+
+# The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
+test-portable: $(STAMP)
+	$(BIN)/python tools/test_portable.py
 
 # Static site from the stored outputs (EXECUTE=1: re-execute in memory first); works offline.
 html: $(STAMP)

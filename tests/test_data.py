@@ -19,6 +19,7 @@ from PIL import Image
 import utils
 from utils import data as data_mod
 from utils.data import (
+    CHOICE_ENV,
     CIFAR10_CLASSES,
     SUBSET_ENV,
     CIFAR10Unavailable,
@@ -53,7 +54,14 @@ def fake_subset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = write_npz(tmp_path / "subset.npz")
     monkeypatch.setattr(data_mod.load_cifar10_subset, "__defaults__", (None, None, sha256_of(path)))
     monkeypatch.setenv(SUBSET_ENV, str(path))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
     return path
+
+
+@pytest.fixture(autouse=True)
+def auto_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts from a learner's default: BLITZ_CIFAR10 unset (auto)."""
+    monkeypatch.delenv(CHOICE_ENV, raising=False)
 
 
 @pytest.fixture
@@ -87,7 +95,9 @@ def test_subset_behaves_like_torchvision_cifar10(fake_subset: Path) -> None:
     # The image is the stored array, converted like torchvision does (HWC uint8 -> CHW).
     expected = torch.from_numpy(train.data[3]).permute(2, 0, 1).float() / 255 * 2 - 1
     assert torch.allclose(img, expected, atol=1e-6)
-    assert source == f"CIFAR-10 subset (20 train / 10 test) from ${SUBSET_ENV}"
+    assert (
+        source == f"CIFAR-10 subset: 20 training / 10 test images, from the file in ${SUBSET_ENV}"
+    )
 
 
 def test_subset_without_transform_returns_pil_and_test_transform_is_separate(
@@ -152,7 +162,8 @@ def test_torchvision_path_is_used_without_the_env_var(tmp_path: Path, monkeypatc
     monkeypatch.setattr(tvd, "CIFAR10", FakeCIFAR10)
     d = load_cifar10(root=tmp_path / "data")
     assert made == [(tmp_path / "data", True, True), (tmp_path / "data", False, True)]
-    assert d.source == f"full CIFAR-10 (50 train / 10 test) in {(tmp_path / 'data').as_posix()}/"
+    data_dir = (tmp_path / "data").as_posix()
+    assert d.source == f"full CIFAR-10: 50 training / 10 test images in {data_dir}/"
     assert d.classes == CIFAR10_CLASSES
 
 
@@ -214,24 +225,22 @@ def test_wrong_content_is_named(tmp_path: Path, override: dict, match: str) -> N
         load_cifar10_subset(path, expected_sha256=None)
 
 
-def test_make_loader_defaults_work_in_a_notebook() -> None:
+@pytest.mark.parametrize("gpus", [0, 2])
+def test_make_loader_defaults_work_in_a_notebook(gpus: int, monkeypatch) -> None:
+    monkeypatch.setattr(data_mod, "num_gpus", lambda: gpus)
     ds = torch.utils.data.TensorDataset(torch.arange(10.0), torch.arange(10))
     loader = make_loader(ds, batch_size=4)
-    assert loader.num_workers == 0 and not loader.pin_memory
-    assert [len(y) for _, y in loader] == [4, 4, 2]
+    # Pinned memory only speeds up copies to a CUDA GPU.
+    assert loader.num_workers == 0 and loader.pin_memory == (gpus > 0)
+    assert [len(y) for _, y in make_loader(ds, 4, pin_memory=False)] == [4, 4, 2]
     torch.manual_seed(0)
-    first = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True)])
+    first = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True, pin_memory=False)])
     torch.manual_seed(0)
-    again = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True)])
+    again = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True, pin_memory=False)])
     assert torch.equal(first, again) and not torch.equal(first, torch.arange(10))
     assert make_loader(ds, 4, num_workers=1).persistent_workers
     with pytest.raises(ValueError, match="batch_size"):
         make_loader(ds, 0)
-
-
-def test_module_docstring_names_its_notebook() -> None:
-    assert "notebooks/04_cifar10.ipynb" in (data_mod.__doc__ or "")
-    assert "notebook 04" in (load_cifar10.__doc__ or "")
 
 
 def test_to_tensors_matches_the_per_image_transform() -> None:
@@ -253,3 +262,201 @@ def test_to_tensors_matches_the_per_image_transform() -> None:
     assert torch.allclose(X, expected, atol=1e-5)
     with pytest.raises(ValueError, match="asked for 6 images but the dataset has 5"):
         utils.to_tensors(ds, mean, std, n=6)
+
+
+# --- the same 6,000 images from the full download ------------------------------------------
+
+
+def _write_batch(path: Path, x: np.ndarray, y: np.ndarray) -> None:
+    import pickle
+
+    # torchvision's format: rows of 3072 bytes (all red, then green, then blue), labels list;
+    # the real files were pickled by Python 2, whose str keys load as str with latin1.
+    rows = x.transpose(0, 3, 1, 2).reshape(len(x), -1)
+    with open(path, "wb") as f:
+        pickle.dump({"data": rows, "labels": y.tolist()}, f)
+
+
+@pytest.fixture(scope="module")
+def full_download(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A torchvision-format cifar-10-batches-py holding the subset's images where the real
+    full dataset has them (the first 1,000 of each batch) and filler everywhere else."""
+    import pickle
+
+    if not REAL_SUBSET.is_file():
+        pytest.skip(f"the real subset is not at {REAL_SUBSET}")
+    root = tmp_path_factory.mktemp("cifar") / "data"
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    with np.load(REAL_SUBSET, allow_pickle=False) as z:
+        x_train, y_train, x_test, y_test = (
+            z[k] for k in ("x_train", "y_train", "x_test", "y_test")
+        )
+    filler_x = np.full((9000, 32, 32, 3), 7, np.uint8)
+    filler_y = np.arange(9000) % 10
+    for b in range(5):
+        part = slice(b * 1000, (b + 1) * 1000)
+        _write_batch(
+            folder / f"data_batch_{b + 1}",
+            np.concatenate([x_train[part], filler_x]),
+            np.concatenate([y_train[part], filler_y]),
+        )
+    _write_batch(
+        folder / "test_batch",
+        np.concatenate([x_test, filler_x]),
+        np.concatenate([y_test, filler_y]),
+    )
+    with open(folder / "batches.meta", "wb") as f:
+        pickle.dump({"label_names": list(CIFAR10_CLASSES)}, f)
+    return root
+
+
+@pytest.fixture
+def offline_full(full_download: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The folder above accepted by torchvision (its md5 check bypassed here only)."""
+    import torchvision.datasets as tvd
+    import torchvision.datasets.cifar as cifar
+
+    monkeypatch.setattr(tvd.CIFAR10, "_check_integrity", lambda self: True)
+    monkeypatch.setattr(cifar, "check_integrity", lambda *args, **kwargs: True)
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
+    return full_download
+
+
+def test_the_cut_equals_the_subset_file(offline_full: Path) -> None:
+    import torchvision.datasets as tvd
+
+    train = tvd.CIFAR10(offline_full, train=True)
+    test = tvd.CIFAR10(offline_full, train=False)
+    cut = utils.subset_from_full(train, test)
+    with np.load(REAL_SUBSET, allow_pickle=False) as z:
+        for got, key in zip(cut, ("x_train", "y_train", "x_test", "y_test"), strict=True):
+            assert np.array_equal(got, z[key]), key
+    assert data_mod.subset_arrays_sha256(*cut) == data_mod.SUBSET_ARRAYS_SHA256
+
+
+def test_subset_choice_without_the_file_cuts_the_full_download(
+    offline_full: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    d = load_cifar10(root=offline_full)
+    assert (len(d.train), len(d.test)) == (5000, 1000)
+    assert "cut from the full dataset" in d.source
+    from_file, _, _ = load_cifar10_subset(REAL_SUBSET)
+    assert np.array_equal(d.train.data, from_file.data)
+    assert d.train.targets == from_file.targets
+
+
+def test_full_and_auto_choices_give_the_full_dataset(offline_full: Path, monkeypatch) -> None:
+    for choice in ("full", "auto"):
+        monkeypatch.setenv(CHOICE_ENV, choice)
+        d = load_cifar10(root=offline_full)
+        assert (len(d.train), len(d.test)) == (50_000, 10_000), choice
+        assert d.source.startswith("full CIFAR-10: 50,000 training / 10,000 test images")
+
+
+def test_a_damaged_full_download_is_not_taken_for_the_subset(
+    offline_full: Path, monkeypatch
+) -> None:
+    import torchvision.datasets as tvd
+
+    original = tvd.CIFAR10.__init__
+
+    def damaged(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.data = self.data.copy()
+        self.data[3, 0, 0, 0] ^= 1  # one bit of one image
+
+    monkeypatch.setattr(tvd.CIFAR10, "__init__", damaged)
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    with pytest.raises(SubsetError, match="are not the subset's"):
+        load_cifar10(root=offline_full)
+
+
+def test_an_invalid_choice_is_named(monkeypatch) -> None:
+    monkeypatch.setenv(CHOICE_ENV, "tiny")
+    with pytest.raises(ValueError, match="BLITZ_CIFAR10='tiny' is not one of auto, full, subset"):
+        load_cifar10()
+
+
+def test_auto_falls_back_to_the_subset_file_offline(
+    no_network: list[str], fake_subset: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv(SUBSET_ENV, str(fake_subset))
+    monkeypatch.setenv(CHOICE_ENV, "auto")
+    d = load_cifar10(root=tmp_path / "data")
+    assert no_network, "auto must try the full dataset first"
+    assert len(d.train) == 20 and "could not be downloaded" in d.source
+
+
+# --- waits are bounded, failures explained ---------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_server_that_never_answers_does_not_hang(tmp_path: Path, monkeypatch) -> None:
+    import socket
+    import threading
+
+    import torchvision.datasets as tvd
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_stay_silent() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept_and_stay_silent, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    monkeypatch.setattr(tvd.CIFAR10, "url", f"http://127.0.0.1:{port}/cifar-10-python.tar.gz")
+    monkeypatch.setattr(data_mod, "DOWNLOAD_TIMEOUT_S", 2.0)
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
+    try:
+        with pytest.raises(CIFAR10Unavailable, match="timed out") as info:
+            load_cifar10(root=tmp_path / "data")
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in accepted:
+            conn.close()
+        server.close()
+    assert accepted, "the download never reached the silent server"
+    assert "connect to the internet" in str(info.value)
+    assert socket.getdefaulttimeout() is None, "the global socket timeout was not restored"
+
+
+def test_an_unreadable_subset_is_a_subset_error(tmp_path: Path, monkeypatch) -> None:
+    path = write_npz(tmp_path / "subset.npz")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("builtins.open", refuse)
+    with pytest.raises(SubsetError, match="cannot read the CIFAR-10 subset.*PermissionError"):
+        load_cifar10_subset(path)
+    monkeypatch.setattr(np, "load", refuse)
+    with pytest.raises(SubsetError, match="PermissionError"):
+        load_cifar10_subset(path, expected_sha256=None)
+
+
+def test_a_half_downloaded_folder_is_named(
+    no_network: list[str], full_download: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(full_download / "cifar-10-batches-py", root / "cifar-10-batches-py")
+    (root / "cifar-10-batches-py" / "data_batch_5").unlink()
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=root)
+    msg = str(info.value)
+    assert f"A partial or damaged copy is at {(root / 'cifar-10-batches-py').resolve()}" in msg
+    assert "delete that folder" in msg

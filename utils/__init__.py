@@ -12,6 +12,7 @@ from .data import (
     SubsetError,
     load_cifar10,
     make_loader,
+    subset_from_full,
     to_tensors,
 )
 from .device import device_summary, get_device, num_gpus, try_all_gpus, try_gpu
@@ -64,6 +65,7 @@ __all__ = [
     "scatter_sizes",
     "seed_everything",
     "split_batch",
+    "subset_from_full",
     "to_data_parallel",
     "to_tensors",
     "torchrun_env",

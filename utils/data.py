@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,13 @@ from .device import num_gpus
 
 SUBSET_ENV = "BLITZ_CIFAR10_SUBSET"
 SUBSET_SHA256 = "6be54dd6081083a07e384e2fce16cf3645d9d612807cbbeb2899d1278bfe3a75"
+# sha256 of the subset's arrays (subset_arrays_sha256): the same from the file or the cut.
+SUBSET_ARRAYS_SHA256 = "c3ee9a1dfe4ec2032573ee14364e147a826254471182881e009b63cee43ee33d"
+CHOICE_ENV = "BLITZ_CIFAR10"
+CHOICES = ("auto", "full", "subset")
+FULL_BATCH = 10_000  # images per torchvision batch file
+PER_BATCH = 1_000  # images the subset takes from the start of each batch file
+DOWNLOAD_TIMEOUT_S = 60.0  # seconds without a byte before a download gives up
 CIFAR10_CLASSES = (
     "airplane",
     "automobile",
@@ -149,7 +157,13 @@ def load_cifar10_subset(
     if not path.is_file():
         raise SubsetError(f"{SUBSET_ENV} points to {path}, which is not a file. " + _fixes(path))
     if expected_sha256 is not None:
-        actual = sha256_of(path)
+        try:
+            actual = sha256_of(path)
+        except OSError as err:  # unreadable: permissions, a folder, an I/O error
+            raise SubsetError(
+                f"cannot read the CIFAR-10 subset at {path} ({type(err).__name__}: {err}). "
+                + _fixes(path)
+            ) from err
         if actual != expected_sha256.lower():
             size = path.stat().st_size
             raise SubsetError(
@@ -195,10 +209,108 @@ def load_cifar10_subset(
             raise SubsetError(f"{path}: y_{split} has labels outside 0..9. " + _fixes(path))
         splits.append((x, y))
     (x_train, y_train), (x_test, y_test) = splits
+    # The real file: its arrays must be the ones a cut from the full download gives.
+    digest = subset_arrays_sha256(x_train, y_train, x_test, y_test)
+    if expected_sha256 == SUBSET_SHA256 and digest != SUBSET_ARRAYS_SHA256:
+        raise SubsetError(f"{path}: array contents differ from the subset's. " + _fixes(path))
     tt = transform if test_transform is None else test_transform
     train = CIFAR10Arrays(x_train, y_train.tolist(), classes, transform, train=True)
     test = CIFAR10Arrays(x_test, y_test.tolist(), classes, tt, train=False)
     return train, test, classes
+
+
+def subset_arrays_sha256(x_train: np.ndarray, y_train: Any, x_test: np.ndarray, y_test: Any) -> str:
+    """sha256 of the four arrays' contents (images as uint8, labels as int64), in one order.
+
+    The same 6,000 images give the same digest whether they came from the subset file or
+    were cut from the full download (notebook 04).
+    """
+    digest = hashlib.sha256()
+    for name, a, dtype in (
+        ("x_train", x_train, np.uint8),
+        ("y_train", y_train, "<i8"),
+        ("x_test", x_test, np.uint8),
+        ("y_test", y_test, "<i8"),
+    ):
+        arr = np.ascontiguousarray(np.asarray(a).astype(dtype))
+        digest.update(name.encode())
+        digest.update(str(arr.shape).encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()
+
+
+def subset_from_full(
+    train: Any, test: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut the 6,000-image subset out of the full CIFAR-10 (``.data``/``.targets``).
+
+    The subset is the first 1,000 images of each of the five training batches (torchvision
+    concatenates them, 10,000 each) and the first 1,000 test images. Returns ``x_train,
+    y_train, x_test, y_test`` as NumPy arrays. Taught in notebook 04.
+    """
+    if len(train.data) != 5 * FULL_BATCH or len(test.data) != FULL_BATCH:
+        raise ValueError(
+            f"expected the full CIFAR-10 (50,000 / 10,000 images), got {len(train.data):,} / "
+            f"{len(test.data):,}"
+        )
+    rows = np.concatenate([np.arange(b * FULL_BATCH, b * FULL_BATCH + PER_BATCH) for b in range(5)])
+    y_train_all = np.asarray(train.targets, dtype=np.int64)
+    x_test = np.asarray(test.data[:PER_BATCH])
+    y_test = np.asarray(test.targets[:PER_BATCH], dtype=np.int64)
+    return np.asarray(train.data[rows]), y_train_all[rows], x_test, y_test
+
+
+def _choice() -> str:
+    value = os.environ.get(CHOICE_ENV, "").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise ValueError(
+            f"{CHOICE_ENV}={os.environ[CHOICE_ENV]!r} is not one of {', '.join(CHOICES)}: "
+            f"use {CHOICE_ENV}=full (the whole dataset), {CHOICE_ENV}=subset (the 6,000-image "
+            f"subset) or leave it unset (auto)"
+        )
+    return value
+
+
+def _partial_copy_note(root: Path) -> str:
+    folder = root / "cifar-10-batches-py"
+    if not folder.is_dir():
+        return ""
+    return (
+        f" A partial or damaged copy is at {folder.resolve()}: delete that folder (and "
+        f"{(root / 'cifar-10-python.tar.gz').resolve()} if present) and run again."
+    )
+
+
+def _torchvision_cifar10(
+    root: Path, transform: Callable | None, test_transform: Callable | None, download: bool
+) -> tuple[Dataset, Dataset]:
+    """The full CIFAR-10 through torchvision, with a bounded download and one clear error."""
+    from torchvision.datasets import CIFAR10  # imported here: the subset file does not need it
+
+    # torchvision downloads with urllib without a timeout: a server that accepts and never
+    # answers would hang the notebook. The default socket timeout bounds every read.
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+    try:
+        train = CIFAR10(root, train=True, download=download, transform=transform)
+        test = CIFAR10(root, train=False, download=download, transform=test_transform)
+    except Exception as err:  # URLError, HTTPError, OSError, timeouts, torchvision's errors
+        how = "download it into" if download else "find it (download=False) in"
+        subset = os.environ.get(SUBSET_ENV, "").strip()
+        tried = f"${SUBSET_ENV} is not set" if not subset else f"${SUBSET_ENV}={subset}"
+        raise CIFAR10Unavailable(
+            "CIFAR-10 is not available. Tried: "
+            f"(1) the offline subset: {tried}; "
+            f"(2) torchvision: could not {how} {root.resolve()} "
+            f"({type(err).__name__}: {err}).{_partial_copy_note(root)} "
+            "Fix it in one of two ways: connect to the internet and run again (torchvision "
+            "downloads about 170 MB once), or set "
+            f"{SUBSET_ENV}=/path/to/cifar10-subset.npz (the offline subset, see "
+            "shared/data/README.md)."
+        ) from err
+    finally:
+        socket.setdefaulttimeout(previous)
+    return train, test
 
 
 def load_cifar10(
@@ -209,39 +321,67 @@ def load_cifar10(
 ) -> CIFAR10Data:
     """CIFAR-10 train and test sets, class names and which data was used (notebook 04).
 
-    With ``BLITZ_CIFAR10_SUBSET`` set to a path, the offline subset there is used
-    (5,000 train / 1,000 test); otherwise ``torchvision.datasets.CIFAR10(root,
-    download=download)`` gives the full dataset. ``test_transform`` defaults to
-    ``transform``. When nothing works, :class:`CIFAR10Unavailable` says what was tried
-    and the two ways to fix it; a bad subset raises :class:`SubsetError`.
+    ``BLITZ_CIFAR10`` chooses the data:
+
+    * ``full``: ``torchvision.datasets.CIFAR10(root, download=download)``, 50,000 / 10,000;
+    * ``subset``: the 6,000-image subset (5,000 / 1,000) -- from the file named by
+      ``BLITZ_CIFAR10_SUBSET`` when set, otherwise cut from the full dataset with
+      :func:`subset_from_full`; either way checked against one digest of its contents;
+    * ``auto`` (unset): the full dataset if it is on disk or can be downloaded, otherwise
+      the subset file if ``BLITZ_CIFAR10_SUBSET`` names one.
+
+    ``test_transform`` defaults to ``transform``. When nothing works,
+    :class:`CIFAR10Unavailable` says what was tried and the two ways to fix it; a bad
+    subset file raises :class:`SubsetError`.
     """
     test_transform = transform if test_transform is None else test_transform
-    subset = os.environ.get(SUBSET_ENV, "").strip()
-    if subset:
-        train, test, classes = load_cifar10_subset(subset, transform, test_transform)
-        source = f"CIFAR-10 subset ({len(train):,} train / {len(test):,} test) from ${SUBSET_ENV}"
+    choice = _choice()
+    subset_file = os.environ.get(SUBSET_ENV, "").strip()
+    root = Path(root)
+
+    if choice == "subset" and subset_file:
+        return _from_subset_file(subset_file, transform, test_transform)
+    try:
+        train, test = _torchvision_cifar10(root, transform, test_transform, download)
+    except CIFAR10Unavailable:
+        if choice == "auto" and subset_file:
+            data = _from_subset_file(subset_file, transform, test_transform)
+            note = " (the full dataset could not be downloaded)"
+            return data._replace(source=data.source + note)
+        raise
+    classes = tuple(train.classes)
+    if choice == "full" or choice == "auto":
+        source = (
+            f"full CIFAR-10: {len(train):,} training / {len(test):,} test images "
+            f"in {root.as_posix()}/"
+        )
         return CIFAR10Data(train, test, classes, source)
 
-    from torchvision.datasets import CIFAR10  # imported here: the subset path does not need it
+    x_train, y_train, x_test, y_test = subset_from_full(train, test)
+    digest = subset_arrays_sha256(x_train, y_train, x_test, y_test)
+    if digest != SUBSET_ARRAYS_SHA256:
+        raise SubsetError(
+            f"the 6,000 images cut from the full CIFAR-10 in {root.resolve()} are not the "
+            f"subset's (content sha256 {digest}, expected {SUBSET_ARRAYS_SHA256}): the "
+            f"download is damaged or not CIFAR-10.{_partial_copy_note(root)}"
+        )
+    sub_train = CIFAR10Arrays(x_train, y_train.tolist(), classes, transform, train=True)
+    sub_test = CIFAR10Arrays(x_test, y_test.tolist(), classes, test_transform, train=False)
+    source = (
+        f"CIFAR-10 subset: {len(sub_train):,} training / {len(sub_test):,} test images, "
+        f"cut from the full dataset in {root.as_posix()}/"
+    )
+    return CIFAR10Data(sub_train, sub_test, classes, source)
 
-    root = Path(root)
-    try:
-        train = CIFAR10(root, train=True, download=download, transform=transform)
-        test = CIFAR10(root, train=False, download=download, transform=test_transform)
-    except Exception as err:  # URLError, HTTPError, OSError, torchvision's RuntimeError...
-        how = "download it into" if download else "find it (download=False) in"
-        raise CIFAR10Unavailable(
-            "CIFAR-10 is not available. Tried: "
-            f"(1) the offline subset: ${SUBSET_ENV} is not set; "
-            f"(2) torchvision: could not {how} {root.resolve()} "
-            f"({type(err).__name__}: {err}). "
-            "Fix it in one of two ways: connect to the internet and run again (torchvision "
-            "downloads about 170 MB once), or set "
-            f"{SUBSET_ENV}=/path/to/cifar10-subset.npz (the offline subset, see "
-            "shared/data/README.md)."
-        ) from err
-    classes = tuple(train.classes)
-    source = f"full CIFAR-10 ({len(train):,} train / {len(test):,} test) in {root.as_posix()}/"
+
+def _from_subset_file(
+    path: str, transform: Callable | None, test_transform: Callable | None
+) -> CIFAR10Data:
+    train, test, classes = load_cifar10_subset(path, transform, test_transform)
+    source = (
+        f"CIFAR-10 subset: {len(train):,} training / {len(test):,} test images, "
+        f"from the file in ${SUBSET_ENV}"
+    )
     return CIFAR10Data(train, test, classes, source)
 
 
