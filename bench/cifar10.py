@@ -182,7 +182,12 @@ def run_better(
     loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
     steps_per_epoch = len(X_train) // BATCH
     total_steps = None if num_epochs is None else num_epochs * steps_per_epoch
-    use_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    # As in notebook 04: native bfloat16, else float16 with loss scaling; float32 on the CPU.
+    amp_dtype = None
+    if device.type == "cuda":
+        native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+        amp_dtype = torch.bfloat16 if native_bf16 else torch.float16
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**10, enabled=amp_dtype == torch.float16)
     step = 0
     model.train()
     while True:
@@ -200,11 +205,12 @@ def run_better(
             idx = order[k * BATCH : (k + 1) * BATCH]
             X = augment(X_train[idx]).to(device, memory_format=torch.channels_last)
             y = y_train[idx].to(device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                 loss = loss_fn(model(X), y)
             optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
             step += 1
         else:
             continue
