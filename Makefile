@@ -17,19 +17,14 @@ export BLITZ_FORCE_CPU ?= 1
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
 export BLITZ_CIFAR10_SUBSET
 
-LAB_PORT  ?= 8888
-# Simply expanded, so the printed URL and the server share one random token.
-ifndef LAB_TOKEN
-LAB_TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(24))')
-endif
-ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help venv lab test test-portable lint refresh clean html bench
+.PHONY: help venv lab test test-portable test-gpu lint refresh clean html bench
 
 help:
-	@echo "make lab      - JupyterLab on notebooks/ at http://127.0.0.1:$(LAB_PORT) (token printed)"
+	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
 	@echo "make test-portable - nbval again under other CPU kernels and thread counts"
+	@echo "make test-gpu - every notebook on your GPU (their asserts check it), unit tests on it"
 	@echo "make refresh  - re-execute every notebook in place on the CPU (authors only)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
@@ -44,12 +39,14 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-# No news feed and no update check: classrooms are often offline.
+# tools/lab.py is the one definition of how Lab starts (127.0.0.1 only, no news feed or update
+# check, the token kept out of the process list, a clear error for a taken port).
+# LAB_PORT=... and LAB_TOKEN=... choose the port and token.
+# Exported, never written into the recipe: a command line is visible to every user (ps).
+lab: export LAB_PORT := $(LAB_PORT)
+lab: export LAB_TOKEN := $(LAB_TOKEN)
 lab: $(STAMP)
-	@echo "JupyterLab: http://127.0.0.1:$(LAB_PORT)/lab?token=$(LAB_TOKEN)"
-	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) \
-		--ServerApp.root_dir=notebooks --IdentityProvider.token=$(LAB_TOKEN) $(ROOT_FLAG) \
-		--LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+	$(BIN)/python -m tools.lab
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -57,7 +54,7 @@ lint: $(STAMP)
 
 # Stored outputs of 04-05 come from the 6,000-image subset: tests always use it (from the
 # file, or cut from the full download).
-test test-portable refresh: export BLITZ_CIFAR10 = subset
+test test-portable test-gpu refresh: export BLITZ_CIFAR10 = subset
 
 test: lint
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
@@ -67,6 +64,14 @@ test: lint
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
 test-portable: $(STAMP)
 	$(BIN)/python tools/test_portable.py
+
+# A teacher's check of a GPU machine: every notebook executed on the accelerator (no output
+# comparison: the numbers differ from the stored CPU ones, the notebooks' asserts are the
+# check), then the unit tests without the CPU opt-out. Both run; either failing fails.
+test-gpu: export BLITZ_FORCE_CPU = 0
+test-gpu: $(STAMP)
+	@rc=0; $(BIN)/python tools/run_notebooks.py $(NOTEBOOKS) || rc=1; \
+	$(BIN)/python -m pytest tests -q || rc=1; exit $$rc
 
 # Static site from the stored outputs (EXECUTE=1: re-execute in memory first); works offline.
 html: $(STAMP)

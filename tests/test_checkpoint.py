@@ -138,7 +138,3 @@ def test_checkpoint_from_another_model_is_named(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no optimizer state"):
         model = nn.Linear(4, 2)
         load_checkpoint(path, model, torch.optim.SGD(model.parameters(), lr=0.1))
-
-
-def test_module_docstring_names_its_notebook() -> None:
-    assert "notebooks/04_cifar10.ipynb" in (ckpt_mod.__doc__ or "")

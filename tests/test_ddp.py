@@ -10,28 +10,23 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 import utils
+from tests.conftest import ROOT, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+# torchrun launches / a JupyterLab server: seconds each.
+pytestmark = pytest.mark.slow
+
 SCRIPT = ROOT / "scripts" / "train_ddp.py"
 STEPS = 8
 TRAIN_ARGS = ["--steps", str(STEPS), "--batch-size", "16", "--num-train", "64", "--timeout", "30"]
 LAUNCH_TIMEOUT = 180  # seconds; a healthy launch takes 10-30 s on the shared 2-core CPU
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def child_env() -> dict[str, str]:
@@ -77,7 +72,8 @@ def load_script():
 
 
 def weights(out: Path) -> dict[str, torch.Tensor]:
-    return torch.load(out / "model.pt", weights_only=True)
+    # On a GPU machine the weights were saved on cuda:N: compare everything on the CPU.
+    return torch.load(out / "model.pt", map_location="cpu", weights_only=True)
 
 
 def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -139,17 +135,15 @@ def test_two_nodes_on_loopback_agree(single: Path, tmp_path: Path) -> None:
 
 
 def test_a_dead_rank_ends_the_job_and_the_checkpoint_resumes(single: Path, tmp_path: Path) -> None:
-    t0 = time.monotonic()
+    # Bounded by LAUNCH_TIMEOUT: a job that hangs after losing a rank fails the test.
     proc = run(torchrun(2, tmp_path, "--checkpoint-every", "4", "--crash-at-step", "6"))
-    elapsed = time.monotonic() - t0
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log
-    assert elapsed < 120, f"the failed job took {elapsed:.0f} s to end"
     assert "simulated failure of rank 1 at step 6" in log, log
     assert not (tmp_path / "model.pt").exists()
 
     # the checkpoint written after step 4 is complete and loads safely
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=True)
     assert ckpt["step"] == 4
     assert not list(tmp_path.glob("*.tmp"))
 

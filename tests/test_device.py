@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import utils
-from utils import device as dev
 
 
 @pytest.fixture
@@ -109,7 +108,3 @@ def test_summary_names_gpus_and_selection(no_env) -> None:
     assert text.endswith("selected device: cuda")
     fake_gpus(no_env, 0)
     assert "no usable CUDA GPU" in utils.device_summary()
-
-
-def test_module_docstring_names_its_notebook() -> None:
-    assert "notebooks/01_tensors.ipynb" in (dev.__doc__ or "")

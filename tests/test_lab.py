@@ -12,12 +12,12 @@ import json
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +25,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.browser import free_port, launch_chromium
+from tests.browser import launch_chromium
+from tests.conftest import NOTEBOOKS_DIR, ROOT, free_port, lesson_notebooks
+from tools.lab import lab_command, lab_env
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS_DIR = ROOT / "notebooks"
+# A JupyterLab server and a browser: the slowest tests.
+pytestmark = pytest.mark.slow
+
 START_TIMEOUT_S = 120
 KERNEL_TIMEOUT_S = 180
 # No proxy for 127.0.0.1, whatever the environment says.
@@ -41,6 +44,7 @@ class Lab:
     token: str
     proc: subprocess.Popen
     log: Path
+    runtime: Path
 
     def api(self, method: str, path: str, body: dict | None = None, token: bool = True):
         """(status, parsed JSON or None) for one REST call."""
@@ -61,7 +65,7 @@ class Lab:
 
 
 def _notebooks() -> list[Path]:
-    return sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    return lesson_notebooks()
 
 
 def _stop(lab: Lab) -> None:
@@ -85,34 +89,22 @@ def _stop(lab: Lab) -> None:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     if not _notebooks():
         pytest.fail(f"no notebooks in {NOTEBOOKS_DIR}: nothing for JupyterLab to list")
-    jupyter = Path(sys.executable).with_name("jupyter")
-    assert jupyter.exists(), f"{jupyter} is missing: run `make venv`"
     home = tmp_path_factory.mktemp("lab")
     port, token = free_port(), secrets.token_urlsafe(24)
-    cmd = [
-        str(jupyter),
-        "lab",
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        "--ServerApp.port_retries=0",  # fail on a taken port rather than move elsewhere
-        f"--ServerApp.root_dir={NOTEBOOKS_DIR}",
-        f"--IdentityProvider.token={token}",
-        # Nothing may leave the machine: no news feed, no update check.
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-    env = dict(
-        os.environ,
-        JUPYTER_CONFIG_DIR=str(home / "config"),  # settings and workspaces start fresh
-        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+    cmd = lab_command(port)  # exactly what `make lab` runs
+    assert Path(cmd[0]).exists(), f"{cmd[0]} is missing: run `make venv`"
+    env = lab_env(
+        token,
+        dict(
+            os.environ,
+            JUPYTER_CONFIG_DIR=str(home / "config"),  # settings and workspaces start fresh
+            JUPYTER_RUNTIME_DIR=str(home / "runtime"),  # where kernels' connection files go
+        ),
     )
     log = home / "lab.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    server = Lab(f"http://127.0.0.1:{port}/", token, proc, log)
+    server = Lab(f"http://127.0.0.1:{port}/", token, proc, log, home / "runtime")
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -143,63 +135,38 @@ def test_contents_api_lists_the_notebooks(lab: Lab) -> None:
 def test_requests_without_the_token_are_refused(lab: Lab, path: str) -> None:
     status, body = lab.api("GET", path, token=False)
     assert status in (401, 403), f"GET /{path} without a token answered {status}: {body}"
-    wrong = Lab(lab.url, "not-the-token", lab.proc, lab.log)
+    wrong = Lab(lab.url, "not-the-token", lab.proc, lab.log, lab.runtime)
     assert wrong.api("GET", path)[0] in (401, 403), f"GET /{path} accepted a wrong token"
 
 
 def _execute(lab: Lab, kernel_id: str, code: str) -> tuple[str, list[dict]]:
-    """Run `code` over the kernel's websocket; return (stdout, error messages)."""
-    import websocket  # websocket-client, a JupyterLab dependency
+    """Run `code` in the server's kernel through jupyter_client; (stdout, error messages)."""
+    from jupyter_client import BlockingKernelClient
 
-    ws = websocket.create_connection(
-        lab.url.replace("http", "ws", 1) + f"api/kernels/{kernel_id}/channels",
-        header=[f"Authorization: token {lab.token}"],
-        timeout=KERNEL_TIMEOUT_S,
-    )
+    connection = lab.runtime / f"kernel-{kernel_id}.json"
+    assert connection.is_file(), f"no connection file {connection}: {list(lab.runtime.iterdir())}"
+    client = BlockingKernelClient(connection_file=str(connection))
+    client.load_connection_file()
+    client.start_channels()
+    stdout: list[str] = []
+    errors: list[dict] = []
+
+    def on_output(msg: dict) -> None:
+        kind = msg["header"]["msg_type"]
+        if kind == "stream" and msg["content"]["name"] == "stdout":
+            stdout.append(msg["content"]["text"])
+        elif kind == "error":
+            errors.append(msg["content"])
+
     try:
-        msg_id = uuid.uuid4().hex
-        ws.send(
-            json.dumps(
-                {
-                    "header": {
-                        "msg_id": msg_id,
-                        "msg_type": "execute_request",
-                        "username": "test",
-                        "session": uuid.uuid4().hex,
-                        "version": "5.3",
-                        "date": "",
-                    },
-                    "parent_header": {},
-                    "metadata": {},
-                    "channel": "shell",
-                    "buffers": [],
-                    "content": {
-                        "code": code,
-                        "silent": False,
-                        "store_history": False,
-                        "user_expressions": {},
-                        "allow_stdin": False,
-                        "stop_on_error": True,
-                    },
-                }
-            )
+        client.wait_for_ready(timeout=KERNEL_TIMEOUT_S)
+        reply = client.execute_interactive(
+            code, timeout=KERNEL_TIMEOUT_S, output_hook=on_output, allow_stdin=False
         )
-        stdout, errors = [], []
-        deadline = time.monotonic() + KERNEL_TIMEOUT_S
-        while time.monotonic() < deadline:
-            msg = json.loads(ws.recv())
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            kind = msg["header"]["msg_type"]
-            if kind == "stream" and msg["content"]["name"] == "stdout":
-                stdout.append(msg["content"]["text"])
-            elif kind == "error":
-                errors.append(msg["content"])
-            elif kind == "status" and msg["content"]["execution_state"] == "idle":
-                return "".join(stdout), errors
-        pytest.fail(f"the kernel did not finish within {KERNEL_TIMEOUT_S} s")
     finally:
-        ws.close()
+        client.stop_channels()
+    assert reply["content"]["status"] in ("ok", "error"), reply
+    return "".join(stdout), errors
 
 
 def test_a_kernel_imports_utils_and_summarises_the_device(lab: Lab) -> None:
@@ -250,3 +217,31 @@ def test_a_notebook_opens_in_chromium(lab: Lab) -> None:
     states = {s["path"]: s["kernel"]["execution_state"] for s in sessions or []}
     assert states.get(path.name) == "idle", f"sessions: {states}"
     assert not offsite, f"Lab requested other hosts: {offsite[:5]}"
+
+
+def test_the_token_is_not_on_the_command_line(lab: Lab) -> None:
+    """Any local user can read a command line (ps); the token travels in the environment."""
+    cmdline = Path(f"/proc/{lab.proc.pid}/cmdline")
+    if not cmdline.exists():
+        pytest.skip("no /proc on this system")
+    assert lab.token not in cmdline.read_bytes().decode(errors="replace")
+    assert lab.api("GET", "api/contents")[0] == 200  # and yet it is the server's token
+
+
+def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "tools.lab"],
+            cwd=ROOT,
+            env={**os.environ, "LAB_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"port {port} on 127.0.0.1 is already in use" in proc.stderr
+    assert f"LAB_PORT={port + 1}" in proc.stderr
+    assert "http://" not in proc.stdout, "a URL was printed for a port Lab does not serve"

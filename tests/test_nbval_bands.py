@@ -16,10 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.conftest import NOTEBOOKS, ROOT
 from tests.nbval_bands import BAND_KEY, band_problems, check_band, templated
-
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def _banded_cells() -> list[tuple[str, int, nbformat.NotebookNode]]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+from tests.conftest import NOTEBOOKS, ROOT
+
 IDS = [p.name for p in NOTEBOOKS]
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import utils
-from utils import distributed, parallel, resnet
+from utils import resnet
 
 
 @pytest.mark.parametrize(
@@ -169,8 +169,3 @@ def test_resnet18_shapes_and_stem() -> None:
     assert 11_000_000 < sum(p.numel() for p in classic.parameters()) < 11_300_000
     with pytest.raises(ValueError, match="N x C x H x W"):
         model(torch.randn(3, 32, 32))
-
-
-def test_docstrings_name_notebook_05() -> None:
-    for module in (parallel, distributed, resnet):
-        assert "notebooks/05_data_parallel.ipynb" in (module.__doc__ or "")

@@ -26,11 +26,10 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tests import browser as browser_helpers
-from tests.browser import free_port, launch_chromium
+from tests.browser import launch_chromium
+from tests.conftest import NOTEBOOKS_DIR, ROOT, free_port, lesson_notebooks
 from tools.build_site import SiteError, build_site, parse_header, render_widgets_statically
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS_DIR = ROOT / "notebooks"
 SITE = ROOT / "build" / "site"
 SHOTS = SITE / "_screenshots"
 DESKTOP = {"width": 1280, "height": 800}
@@ -53,7 +52,7 @@ A lesson that exists only inside this test.
 
 
 def _notebooks() -> list[Path]:
-    return sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    return lesson_notebooks()
 
 
 @dataclass
@@ -197,6 +196,7 @@ def test_a_missing_browser_skips_or_fails(
 # --- the real site -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_index_lists_every_lesson(site: BuiltSite) -> None:
     index = (site.path / "index.html").read_text()
     for path in _notebooks():
@@ -212,6 +212,7 @@ def test_index_lists_every_lesson(site: BuiltSite) -> None:
     assert index.count('class="blitz-card"') == len(site.lessons)
 
 
+@pytest.mark.slow
 def test_pages_reference_no_other_host(site: BuiltSite) -> None:
     """Static check that complements the browser's: no src/href loads from a URL."""
     loads = re.compile(
@@ -339,6 +340,7 @@ def _check_links(seen: Findings, base: str) -> int:
     return checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "http"])
 def test_site_in_chromium(site: BuiltSite, browser, mode: str, request) -> None:
     """No console error, failed or off-origin request, broken image/link; math rendered."""
@@ -379,6 +381,7 @@ def test_site_in_chromium(site: BuiltSite, browser, mode: str, request) -> None:
     assert not seen.problems, "\n".join(seen.problems)
 
 
+@pytest.mark.slow
 def test_search_finds_a_section(site: BuiltSite, browser, served_site: str) -> None:
     """The offline search on the index finds a section heading of the first lesson."""
     first = (site.path / f"{site.lessons[0]}.html").read_text()
