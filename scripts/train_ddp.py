@@ -67,6 +67,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.batch_size < 1 or args.num_train < args.batch_size:
         p.error(f"need 1 <= --batch-size <= --num-train, got {args.batch_size}, {args.num_train}")
+    for name in ("steps", "num_test", "checkpoint_every", "warmup_steps", "threads"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.epochs < 1:
+        p.error(f"--epochs must be 1 or more, got {args.epochs}")
+    if args.timeout <= 0:
+        p.error(f"--timeout must be positive, got {args.timeout}")
     return args
 
 
@@ -141,14 +148,20 @@ def train(args: argparse.Namespace, ctx: utils.DistContext) -> dict:
     loss_fn = nn.CrossEntropyLoss()
 
     start_step = 0
+    history: list[float] = []  # the losses of the steps before a resume
     ckpt_path = out_dir / "checkpoint.pt"
     if args.resume:
         if not ckpt_path.exists():
             raise SystemExit(f"--resume given but there is no checkpoint at {ckpt_path}")
-        ckpt = torch.load(ckpt_path, map_location=ctx.device, weights_only=True)
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        start_step = int(ckpt["step"])
+        try:  # the same checks as everywhere: integrity, weights_only, the right model
+            state = utils.load_checkpoint(
+                ckpt_path, model, optimizer, map_location=ctx.device, restore_rng=False
+            )
+        except utils.CheckpointError as err:
+            raise SystemExit(f"cannot resume: {err}") from None
+        if "step" not in state:
+            raise SystemExit(f"cannot resume: {ckpt_path} was not written by this script")
+        start_step, history = int(state["step"]), list(state.get("losses", []))
 
     # ... then each rank its own stream of random numbers (augmentation, dropout).
     utils.seed_everything(args.seed + ctx.rank)
@@ -169,6 +182,11 @@ def train(args: argparse.Namespace, ctx: utils.DistContext) -> dict:
     steps_per_epoch = len(loader)
     total_steps = args.steps or args.epochs * steps_per_epoch  # --steps wins over --epochs
     num_epochs = math.ceil(total_steps / steps_per_epoch)
+    if start_step >= total_steps:
+        raise SystemExit(
+            f"nothing to do: the checkpoint is at step {start_step} and this run stops at step "
+            f"{total_steps}; pass --steps larger than {start_step} (or more --epochs)"
+        )
 
     losses: list[float] = []
     epoch_times: list[float] = []
@@ -204,9 +222,10 @@ def train(args: argparse.Namespace, ctx: utils.DistContext) -> dict:
                 timed_samples += args.batch_size
                 timed_seconds += time.perf_counter() - t0
             if args.checkpoint_every and step % args.checkpoint_every == 0 and ctx.is_main:
-                raw = model.module if isinstance(model, DDP) else model
-                state = {"model": raw.state_dict(), "optimizer": optimizer.state_dict()}
-                utils.save_atomically({**state, "step": step}, ckpt_path)
+                # Written atomically; DDP's wrapper is removed, so any world size resumes it.
+                utils.save_checkpoint(
+                    ckpt_path, model, optimizer, step=step, losses=history + losses
+                )
         epoch_times.append(time.perf_counter() - t_epoch)
         if step >= total_steps:
             break
@@ -226,7 +245,7 @@ def train(args: argparse.Namespace, ctx: utils.DistContext) -> dict:
         "steps": step,
         "global_batch": args.batch_size,
         "local_batch": local_batch,
-        "losses": losses,
+        "losses": history + losses,  # every step since step 0, across resumes
         "epoch_times_s": epoch_times,
         "samples_per_s": timed_samples / timed_seconds if timed_seconds else None,
         "first_batch_indices_per_rank": indices_per_rank,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +120,7 @@ def test_corrupted_bytes_are_a_clear_error(tmp_path: Path) -> None:
     blob = bytearray(path.read_bytes())
     blob[: len(blob) // 2] = bytes(len(blob) // 2)  # zero the first half
     path.write_bytes(bytes(blob))
-    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+    with pytest.raises(CheckpointError, match="is corrupt"):
         load_checkpoint(path, model)
 
 
@@ -138,3 +140,136 @@ def test_checkpoint_from_another_model_is_named(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no optimizer state"):
         model = nn.Linear(4, 2)
         load_checkpoint(path, model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+# --- nothing lost: wrappers, corruption, concurrent writers, unsafe files -------------------
+
+
+class WithModuleAttr(nn.Module):
+    """A model of one's own whose submodule happens to be called ``module``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.module = nn.Linear(3, 3)
+        self.head = nn.Linear(3, 2)
+
+
+def test_a_submodule_called_module_keeps_every_weight(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    saved = WithModuleAttr()
+    path = save_checkpoint(tmp_path / "c.pt", saved, epoch=1)
+    torch.manual_seed(1)
+    loaded = WithModuleAttr()
+    load_checkpoint(path, loaded)
+    for k, v in saved.state_dict().items():
+        assert torch.equal(v, loaded.state_dict()[k]), k
+    assert set(torch.load(path, weights_only=True)["model"]) == set(saved.state_dict())
+
+
+def test_a_string_attribute_called_module_is_no_wrapper(tmp_path: Path) -> None:
+    model = nn.Linear(2, 2)
+    model.module = "not a module"  # plain attribute, not a submodule
+    assert ckpt_mod.unwrap_model(model) is model
+    load_checkpoint(save_checkpoint(tmp_path / "c.pt", model), model)
+
+
+def test_nested_wrappers_are_unwrapped_by_type(tmp_path: Path) -> None:
+    inner = nn.Linear(3, 2)
+    wrapped = nn.DataParallel(torch.compile(inner))  # compiles lazily: nothing runs here
+    assert utils.unwrap_model(wrapped) is inner
+    path = save_checkpoint(tmp_path / "c.pt", wrapped, epoch=3)
+    assert set(torch.load(path, weights_only=True)["model"]) == {"weight", "bias"}
+    other = nn.DataParallel(torch.compile(nn.Linear(3, 2)))
+    assert load_checkpoint(path, other)["epoch"] == 3
+    assert torch.equal(utils.unwrap_model(other).weight, inner.weight)
+
+
+def test_flipped_bytes_inside_a_tensor_are_caught(tmp_path: Path) -> None:
+    import zipfile
+
+    model = nn.Linear(100, 50)
+    path = save_checkpoint(tmp_path / "c.pt", model, epoch=1)
+    with zipfile.ZipFile(path) as zf:
+        info = max(zf.infolist(), key=lambda i: i.file_size)  # the weight's data
+    blob = bytearray(path.read_bytes())
+    head = info.header_offset  # local header: 30 bytes, then the name and the extra field
+    name_len = int.from_bytes(blob[head + 26 : head + 28], "little")
+    extra_len = int.from_bytes(blob[head + 28 : head + 30], "little")
+    start = head + 30 + name_len + extra_len + info.file_size // 2
+    blob[start : start + 64] = bytes(b ^ 0xFF for b in blob[start : start + 64])
+    path.write_bytes(bytes(blob))
+    with pytest.raises(CheckpointError, match="fails its checksum"):
+        load_checkpoint(path, nn.Linear(100, 50))
+
+
+def _hammer(path: str, seconds: float, role: str) -> int:
+    """Save (writer) or load (reader) the same checkpoint path for a while; count failures."""
+    model, failures, end = nn.Linear(64, 64), 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            if role == "writer":
+                save_checkpoint(path, model, epoch=1)
+            elif Path(path).exists():
+                load_checkpoint(path, model, restore_rng=False)
+        except Exception:
+            failures += 1
+    return failures
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_two_writers_and_a_reader_never_fail(tmp_path: Path) -> None:
+    import multiprocessing as mp
+
+    path = str(tmp_path / "shared.pt")
+    with mp.get_context("spawn").Pool(3) as pool:
+        jobs = [pool.apply_async(_hammer, (path, 4.0, r)) for r in ("writer", "writer", "reader")]
+        failures = [job.get(timeout=50) for job in jobs]
+    assert failures == [0, 0, 0]
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.pt"]  # no temporary files left
+
+
+def test_stale_temporary_files_of_dead_writers_are_removed(tmp_path: Path) -> None:
+    stale = tmp_path / f"{ckpt_mod._TMP_PREFIX}dead.tmp"
+    stale.write_bytes(b"x" * 1000)  # what a kill -9 during torch.save leaves
+    old = time.time() - 2 * ckpt_mod._STALE_TMP_S
+    os.utime(stale, (old, old))
+    fresh = tmp_path / f"{ckpt_mod._TMP_PREFIX}busy.tmp"  # maybe another writer, right now
+    fresh.write_bytes(b"y")
+    save_checkpoint(tmp_path / "c.pt", nn.Linear(2, 2))
+    assert not stale.exists() and fresh.exists()
+
+
+def test_what_weights_only_cannot_load_is_refused_when_saving(tmp_path: Path) -> None:
+    model = nn.Linear(2, 2)
+    with pytest.raises(CheckpointError, match=r"extra value\(s\) \['acc'\].*float\(acc\)"):
+        save_checkpoint(tmp_path / "c.pt", model, acc=np.float64(0.5))
+    with pytest.raises(CheckpointError, match=r"\['note'\]"):
+        save_checkpoint(tmp_path / "c.pt", model, note=WithModuleAttr)
+    assert not (tmp_path / "c.pt").exists()
+    save_checkpoint(tmp_path / "c.pt", model, acc=float(np.float64(0.5)), losses=[1.0, 0.5])
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (os.system, ("echo this should never run",))
+
+
+def test_a_file_with_code_is_refused_with_the_full_reason(tmp_path: Path) -> None:
+    path = tmp_path / "evil.pt"
+    torch.save({"format": ckpt_mod.FORMAT, "model": _RunsCode()}, path)
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path, nn.Linear(2, 2))
+    msg = str(info.value)
+    assert "posix.system" in msg or "nt.system" in msg  # torch's reason, in full
+    assert "Do not load files you do not trust" in msg
+    assert "False" not in msg, f"the message must not suggest weights_only=False: {msg}"
+
+
+def test_an_sgd_checkpoint_into_adam_is_named(tmp_path: Path) -> None:
+    model = nn.Linear(2, 2)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    path = save_checkpoint(tmp_path / "c.pt", model, sgd, epoch=1)
+    adam = torch.optim.Adam(model.parameters())
+    with pytest.raises(CheckpointError, match="state of a SGD optimizer, but a Adam was given"):
+        load_checkpoint(path, model, adam)

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ SCRIPT = ROOT / "scripts" / "train_ddp.py"
 STEPS = 8
 TRAIN_ARGS = ["--steps", str(STEPS), "--batch-size", "16", "--num-train", "64", "--timeout", "30"]
 LAUNCH_TIMEOUT = 180  # seconds; a healthy launch takes 10-30 s on the shared 2-core CPU
+RDZV_TIMEOUT = 20  # seconds a node waits for the others at the rendezvous
 
 
 def child_env() -> dict[str, str]:
@@ -48,6 +50,7 @@ def torchrun(nproc: int, out: Path, *extra: str, nnodes: int = 1, node_rank: int
         f"--nproc-per-node={nproc}",
         "--rdzv-backend=static",
         f"--rdzv-endpoint=127.0.0.1:{port or free_port()}",
+        f"--rdzv-conf=timeout={RDZV_TIMEOUT}",  # a node whose peers never come gives up
         "--local-addr=127.0.0.1",
         "--max-restarts=0",
         str(SCRIPT),
@@ -144,13 +147,23 @@ def test_a_dead_rank_ends_the_job_and_the_checkpoint_resumes(single: Path, tmp_p
 
     # the checkpoint written after step 4 is complete and loads safely
     ckpt = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=True)
-    assert ckpt["step"] == 4
+    assert ckpt["extra"]["step"] == 4
     assert not list(tmp_path.glob("*.tmp"))
 
     # resume with a different world size (one process): same result as never crashing
     metrics = load_script().main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
     assert metrics["start_step"] == 4 and metrics["steps"] == STEPS
     assert max_diff(weights(tmp_path), weights(single)) < 1e-5
+    # the metrics keep the history from step 0, not only the steps since the resume
+    ref = json.loads((single / "metrics.json").read_text())
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    assert saved["losses"] == pytest.approx(ref["losses"], abs=1e-5)
+
+    # resuming a finished run is refused, and nothing is overwritten
+    with pytest.raises(SystemExit, match="nothing to do: the checkpoint is at step"):
+        load_script().main([*TRAIN_ARGS[:1], "4", *TRAIN_ARGS[2:], "--out-dir", str(tmp_path),
+                            "--resume"])  # fmt: skip
+    assert json.loads((tmp_path / "metrics.json").read_text()) == saved
 
 
 def test_script_rejects_bad_batch_and_missing_checkpoint(tmp_path: Path) -> None:
@@ -161,3 +174,99 @@ def test_script_rejects_bad_batch_and_missing_checkpoint(tmp_path: Path) -> None
         script.train(args, two_ranks)
     with pytest.raises(SystemExit, match="no checkpoint at"):
         script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (["--steps", "-5"], "--steps must be 0 or more"),
+        (["--epochs", "0"], "--epochs must be 1 or more"),
+        (["--checkpoint-every", "-1"], "--checkpoint-every must be 0 or more"),
+    ],
+)
+def test_nonsensical_numbers_are_refused(tmp_path: Path, bad: list[str], message: str, capsys):
+    with pytest.raises(SystemExit):
+        load_script().parse_args(["--out-dir", str(tmp_path), *bad])
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        ("truncate", "corrupt or truncated"),
+        ("foreign", "not a checkpoint written by save_checkpoint"),
+        ("other model", "does not fit this model"),
+    ],
+)
+def test_a_bad_checkpoint_gives_a_clear_message_on_resume(
+    tmp_path: Path, damage: str, message: str
+) -> None:
+    script = load_script()
+    script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--checkpoint-every", "4"])
+    path = tmp_path / "checkpoint.pt"
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:1000])
+    elif damage == "foreign":
+        torch.save({"step": 4}, path)
+    else:
+        utils.save_checkpoint(path, torch.nn.Linear(3, 2), step=4)
+    with pytest.raises(SystemExit, match=f"cannot resume: .*{message}"):
+        script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
+
+
+def test_a_node_whose_master_never_comes_gives_up(tmp_path: Path) -> None:
+    """Node 1 alone: the rendezvous timeout ends it, well within the subprocess bound."""
+    argv = torchrun(1, tmp_path, nnodes=2, node_rank=1)
+    argv[argv.index(f"--rdzv-conf=timeout={RDZV_TIMEOUT}")] = "--rdzv-conf=timeout=3"
+    proc = run(argv)
+    assert proc.returncode != 0
+    assert "timed out" in proc.stdout + proc.stderr
+
+
+def test_workers_exit_when_the_launcher_is_killed(tmp_path: Path) -> None:
+    import signal
+
+    argv = torchrun(2, tmp_path)
+    argv[argv.index("--steps") + 1] = "100000"  # far longer than this test waits
+    launcher = subprocess.Popen(
+        argv, env=child_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    workers: list[int] = []
+    try:
+        workers = _wait_for_children(launcher.pid, 2, timeout=LAUNCH_TIMEOUT)
+        time.sleep(3)  # let them join the process group and start training
+        os.kill(launcher.pid, signal.SIGKILL)  # no chance to stop its workers
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+            time.sleep(0.5)
+        alive = [pid for pid in workers if _alive(pid)]
+    finally:
+        for pid in _children(launcher.pid) + workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert not alive, f"workers {alive} still run 60 s after their launcher was killed"
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited; only its parent has not collected it
+
+
+def _wait_for_children(pid: int, n: int, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = _children(pid)
+        if len(kids) >= n:
+            return kids
+        time.sleep(0.2)
+    pytest.fail(f"torchrun (pid {pid}) did not start {n} workers within {timeout} s")

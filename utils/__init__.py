@@ -5,7 +5,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .checkpoint import CheckpointError, load_checkpoint, save_atomically, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    save_atomically,
+    save_checkpoint,
+    unwrap_model,
+)
 from .data import (
     CIFAR10Data,
     CIFAR10Unavailable,
@@ -71,6 +77,7 @@ __all__ = [
     "torchrun_env",
     "try_all_gpus",
     "try_gpu",
+    "unwrap_model",
 ]
 
 # matplotlib costs 1-2 s to import: load the plotting helpers on first use, so the DDP

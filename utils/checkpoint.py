@@ -13,8 +13,13 @@ runs pickled code.
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import random
+import tempfile
+import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +27,10 @@ import numpy as np
 import torch
 from torch import nn
 
-FORMAT = "blitz-checkpoint-v1"
+FORMAT = "blitz-checkpoint-v2"  # v2: the optimizer's class name is stored
 _REQUIRED = ("format", "model", "epoch", "rng")
+_TMP_PREFIX = ".blitz-save-"  # temporary files of save_atomically, recognisable by name
+_STALE_TMP_S = 600  # a temporary file this old belongs to a writer that died
 
 
 class CheckpointError(RuntimeError):
@@ -59,23 +66,113 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The plain model inside any nesting of ``DataParallel``, DDP and ``torch.compile``.
+
+    Unwrapped by type, never by attribute name: a model of your own may well have a
+    submodule called ``module``. Used by :func:`save_checkpoint` and :func:`load_checkpoint`
+    (notebooks 04 and 05).
+    """
+    from torch._dynamo.eval_frame import OptimizedModule  # what torch.compile returns
+
+    while True:
+        if isinstance(model, nn.DataParallel | nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif isinstance(model, OptimizedModule):
+            model = model._orig_mod
+        else:
+            return model
+
+
 def _state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    # Save the plain model's weights whatever wrapper (DataParallel, compile) is around it.
-    inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None) or model
-    return inner.state_dict()
+    return unwrap_model(model).state_dict()
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Delete temporary files that writers killed mid-save left behind (old enough)."""
+    now = time.time()
+    for tmp in folder.glob(_TMP_PREFIX + "*"):
+        try:
+            if now - tmp.stat().st_mtime > _STALE_TMP_S:
+                tmp.unlink()
+        except OSError:
+            pass  # another process removed or renamed it meanwhile
 
 
 def save_atomically(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` to a temporary file beside ``path``, then rename it into place.
+    """``torch.save`` to a fresh temporary file beside ``path``, then rename it into place.
 
-    Readers see the old file or the new one, never half of one (notebook 04; also used
-    by ``scripts/train_ddp.py``).
+    Readers see the old file or the new one, never half of one, even with several writers
+    (each has its own temporary file). The data is flushed to disk (``fsync``) before the
+    rename, and the folder after it, so a power cut cannot leave an empty file behind
+    either. Temporary files of writers killed mid-save are removed by a later save. Taught
+    in notebook 04; used by ``scripts/train_ddp.py``.
     """
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)  # atomic on POSIX and Windows
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic on POSIX and Windows
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # POSIX: make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     return path
+
+
+def _check_loadable(payload: dict[str, Any], path: Path) -> None:
+    """Refuse now what ``torch.load(..., weights_only=True)`` would refuse later."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    buffer.seek(0)
+    try:
+        torch.load(buffer, weights_only=True)
+    except Exception as err:
+        bad = [k for k, v in payload.get("extra", {}).items() if not _plain(v)]
+        which = f"the extra value(s) {bad}" if bad else "part of the checkpoint"
+        raise CheckpointError(
+            f"not saving {path}: {which} could not be loaded back with weights_only=True "
+            f"({type(err).__name__}). Store only tensors, numbers, strings and lists/dicts "
+            "of them, e.g. float(acc) instead of a NumPy number."
+        ) from None
+
+
+def _plain(value: Any) -> bool:
+    """Tensors, exact Python numbers/strings (not NumPy's subclasses), and containers."""
+    if isinstance(value, torch.Tensor) or type(value) in (str, bool, int, float, type(None)):
+        return True
+    if type(value) in (list, tuple):
+        return all(_plain(v) for v in value)
+    if type(value) is dict:
+        return all(type(k) in (str, int) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _check_zip(path: Path) -> None:
+    """Catch flipped bytes: every member of a ``torch.save`` zip has a CRC-32."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except zipfile.BadZipFile:
+        return  # not a zip at all: torch.load says what it is
+    except OSError as err:
+        raise CheckpointError(f"cannot read the checkpoint {path}: {err}") from err
+    if bad is not None:
+        raise CheckpointError(
+            f"the checkpoint {path} is corrupt: the data of {bad} fails its checksum (CRC). "
+            "Delete it and resume from an earlier checkpoint or from scratch."
+        )
 
 
 def save_checkpoint(
@@ -94,16 +191,17 @@ def save_checkpoint(
     the loss history. Returns the path. Taught in notebook 04.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": FORMAT,
         "model": _state_dict(model),
         "optimizer": None if optimizer is None else optimizer.state_dict(),
+        "optimizer_type": None if optimizer is None else type(optimizer).__name__,
         "scheduler": None if scheduler is None else scheduler.state_dict(),
         "epoch": int(epoch),
         "rng": rng_state(),
         "extra": extra,
     }
+    _check_loadable(payload, path)
     return save_atomically(payload, path)
 
 
@@ -126,8 +224,20 @@ def load_checkpoint(
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}: start training from scratch instead")
+    _check_zip(path)
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        # The weights_only unpickler met something that is not data (code, a custom class).
+        # Its message ends with advice to load with weights_only=False: never do that with
+        # a file you do not trust, so that part is left out.
+        paragraphs = [p.strip() for p in str(err).split("\n\n") if p.strip()]
+        reason = " ".join(p for p in paragraphs if "weights_only` set to `False`" not in p)
+        raise CheckpointError(
+            f"refused to load {path}: it holds more than tensors and plain data, which could "
+            f"run code on this machine. {reason} Do not load files you do not trust; "
+            "a checkpoint written by save_checkpoint never contains such objects."
+        ) from None
     except Exception as err:  # zip/pickle errors say nothing about what to do
         detail = (str(err).strip().splitlines() or [""])[0][:200]  # the first line is enough
         raise CheckpointError(
@@ -135,6 +245,12 @@ def load_checkpoint(
             f"PyTorch file ({type(err).__name__}: {detail}). "
             "Delete it and resume from an earlier checkpoint or from scratch."
         ) from err
+    if isinstance(ckpt, dict) and ckpt.get("format") == "blitz-checkpoint-v1":
+        raise CheckpointError(
+            f"{path} was written by an older version of save_checkpoint ({ckpt['format']}); "
+            "start this run from scratch or load its model weights with "
+            "model.load_state_dict(torch.load(path, weights_only=True)['model'])"
+        )
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise CheckpointError(
             f"{path} is a PyTorch file but not a checkpoint written by save_checkpoint "
@@ -144,11 +260,17 @@ def load_checkpoint(
     if missing:
         raise CheckpointError(f"the checkpoint {path} lacks {missing}: it is incomplete")
     try:
-        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None) or model
-        inner.load_state_dict(ckpt["model"])
+        unwrap_model(model).load_state_dict(ckpt["model"])
         if optimizer is not None:
             if ckpt.get("optimizer") is None:
                 raise CheckpointError(f"the checkpoint {path} holds no optimizer state")
+            saved, wanted = ckpt.get("optimizer_type"), type(optimizer).__name__
+            if saved != wanted:
+                raise CheckpointError(
+                    f"the checkpoint {path} holds the state of a {saved} optimizer, but a "
+                    f"{wanted} was given: build the same optimizer as the saved run, or pass "
+                    "optimizer=None to load only the model"
+                )
             optimizer.load_state_dict(ckpt["optimizer"])
         if scheduler is not None:
             if ckpt.get("scheduler") is None:

@@ -14,6 +14,9 @@ the same script also runs as a plain ``python script.py``.
 from __future__ import annotations
 
 import os
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -102,6 +105,8 @@ def init_distributed(force_cpu: bool | None = None, timeout_s: float = 60.0) -> 
     env = torchrun_env()
     if env is None:
         return DistContext(0, 0, 1, get_device(force_cpu), None)
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun, which is our parent
+        exit_with_launcher()
     device = torch.device("cpu")
     local = env["local_rank"]
     if get_device(force_cpu).type == "cuda":
@@ -120,6 +125,29 @@ def init_distributed(force_cpu: bool | None = None, timeout_s: float = 60.0) -> 
             device_id=device if device.type == "cuda" else None,
         )
     return DistContext(env["rank"], local, env["world_size"], device, backend)
+
+
+def exit_with_launcher(poll_s: float = 1.0) -> None:
+    """End this worker when the process that started it (torchrun) is gone (notebook 05).
+
+    torchrun stops its workers when it is interrupted, but ``kill -9`` gives it no chance:
+    the workers would go on training, alone, for minutes. A daemon thread notices that the
+    parent process changed (the orphan was re-parented) and exits.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                print(
+                    f"worker {os.getpid()}: its launcher (pid {parent}) is gone; exiting",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-launcher", daemon=True).start()
 
 
 def cleanup_distributed() -> None:
