@@ -87,6 +87,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/cifar10.py
 	$(BIN)/python bench/ddp_scaling.py
 
+# What the notebooks leave behind goes too (.runs/: checkpoints and DDP runs, and the older
+# checkpoints/ and runs/); notebooks/data/ stays: it is a 170 MB download.
 clean:
 	rm -rf $(VENV) build _build .pytest_cache .ruff_cache *.egg-info
+	rm -rf notebooks/.runs notebooks/checkpoints notebooks/runs
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -118,6 +118,23 @@ def evaluate(model: nn.Module, test: TensorDataset, device: torch.device) -> flo
     return correct / len(test)
 
 
+def lock_out_dir(out_dir: Path):
+    """Refuse a second run writing into the same folder; the lock dies with its process."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: the atomic saves still keep every file whole
+        return None
+    handle = open(out_dir / ".lock", "w")  # noqa: SIM115 -- must stay open: it holds the lock
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise SystemExit(
+            f"another run is writing to {out_dir}: wait for it to end, or pass another --out-dir"
+        ) from None
+    return handle
+
+
 @record  # on failure, torchrun's summary shows this rank's exception and traceback
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
@@ -140,6 +157,7 @@ def train(args: argparse.Namespace, ctx: utils.DistContext) -> dict:
     out_dir = args.out_dir
     if ctx.is_main:
         out_dir.mkdir(parents=True, exist_ok=True)
+        lock = lock_out_dir(out_dir)  # noqa: F841 -- held until this process ends
 
     train_set, test_set = make_datasets(args)
     utils.seed_everything(args.seed)  # same initial weights on every rank ...

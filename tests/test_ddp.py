@@ -270,3 +270,14 @@ def _wait_for_children(pid: int, n: int, timeout: float) -> list[int]:
             return kids
         time.sleep(0.2)
     pytest.fail(f"torchrun (pid {pid}) did not start {n} workers within {timeout} s")
+
+
+def test_two_runs_into_one_folder_are_refused(tmp_path: Path) -> None:
+    script = load_script()
+    held = script.lock_out_dir(tmp_path)  # a run that is still writing here
+    try:
+        with pytest.raises(SystemExit, match="another run is writing to"):
+            script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path)])
+    finally:
+        held.close()
+    script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path)])  # free again

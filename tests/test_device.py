@@ -108,3 +108,16 @@ def test_summary_names_gpus_and_selection(no_env) -> None:
     assert text.endswith("selected device: cuda")
     fake_gpus(no_env, 0)
     assert "no usable CUDA GPU" in utils.device_summary()
+
+
+@pytest.mark.parametrize("value", ["garbage", "2", "yes please"])
+def test_a_force_cpu_typo_is_an_error_not_a_gpu(no_env, monkeypatch, value: str) -> None:
+    monkeypatch.setenv("BLITZ_FORCE_CPU", value)
+    with pytest.raises(ValueError, match=f"BLITZ_FORCE_CPU='{value}' is neither on"):
+        utils.get_device()
+
+
+@pytest.mark.parametrize("value", ["0", "false", "OFF", "no", ""])
+def test_force_cpu_off_values(no_env, monkeypatch, value: str) -> None:
+    monkeypatch.setenv("BLITZ_FORCE_CPU", value)
+    assert utils.device._force_cpu() is False

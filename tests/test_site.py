@@ -398,3 +398,15 @@ def test_search_finds_a_section(site: BuiltSite, browser, served_site: str) -> N
     finally:
         page.close()
     assert f"{site.lessons[0]}.html#{anchor}" in hits, f"searching {text!r} gave {hits}"
+
+
+def test_out_pointing_at_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("keep me")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(readme)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert f"--out {readme} is a file, not a folder" in proc.stderr
+    assert "Traceback" not in proc.stderr and readme.read_text() == "keep me"

@@ -433,6 +433,10 @@ def main(argv: list[str] | None = None) -> int:
         help="re-execute each notebook (in memory) before rendering; stored outputs otherwise",
     )
     args = parser.parse_args(argv)
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file, not a folder: give a folder for the site")
+    if not args.notebooks.is_dir():
+        parser.error(f"--notebooks {args.notebooks} is not a folder")
     start = time.perf_counter()
     print(f"Building the site from {args.notebooks} into {args.out}")
     try:

@@ -22,10 +22,20 @@ import torch
 FORCE_CPU_ENV = "BLITZ_FORCE_CPU"
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
 
 
 def _force_cpu() -> bool:
-    return os.environ.get(FORCE_CPU_ENV, "").strip().lower() in _TRUE
+    value = os.environ.get(FORCE_CPU_ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    # A typo must not silently mean "use the GPU".
+    raise ValueError(
+        f"{FORCE_CPU_ENV}={os.environ[FORCE_CPU_ENV]!r} is neither on (1, true, yes, on) "
+        "nor off (0, false, no, off, empty): set one of those"
+    )
 
 
 def num_gpus() -> int:
