@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import recipe
 from .checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -67,6 +68,7 @@ __all__ = [
     "init_distributed",
     "num_gpus",
     "plot_curves",
+    "recipe",
     "replicate",
     "scatter_sizes",
     "seed_everything",
