@@ -400,6 +400,23 @@ def test_search_finds_a_section(site: BuiltSite, browser, served_site: str) -> N
     assert f"{site.lessons[0]}.html#{anchor}" in hits, f"searching {text!r} gave {hits}"
 
 
+@pytest.mark.slow
+def test_solutions_start_folded_and_unfold(site: BuiltSite, browser, served_site: str) -> None:
+    """Every lesson's solutions are hidden behind a button that shows them."""
+    for lesson in site.lessons:
+        page = browser.new_page()
+        try:
+            page.goto(served_site + f"{lesson}.html")
+            buttons = page.locator(".blitz-solution-toggle")
+            assert buttons.count() >= 1, f"{lesson}: no folded solution"
+            first_code = page.locator(".jp-Cell:has(.celltag_solution) + .jp-CodeCell").first
+            assert first_code.is_hidden(), f"{lesson}: a solution is visible from the start"
+            buttons.first.click()
+            assert first_code.is_visible(), f"{lesson}: the button does not show the solution"
+        finally:
+            page.close()
+
+
 def test_out_pointing_at_a_file_is_a_clear_error(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("keep me")

@@ -86,7 +86,35 @@
     narrow.addEventListener("change", apply);  // a rotated phone or a resized window
   }
 
+  // Solutions (markdown cells tagged "solution", collapsed in JupyterLab too) start hidden:
+  // everything after such a heading, up to the next heading, folds behind a button.
+  function foldSolutions() {
+    document.querySelectorAll(".jp-Cell .celltag_solution").forEach(function (marker) {
+      var head = marker.closest(".jp-Cell");
+      var hidden = [];
+      var el = head.nextElementSibling;
+      while (el && el.classList.contains("jp-Cell") &&
+             !el.querySelector(".jp-MarkdownOutput h1, .jp-MarkdownOutput h2, .jp-MarkdownOutput h3")) {
+        hidden.push(el);
+        el = el.nextElementSibling;
+      }
+      if (!hidden.length) { return; }
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "blitz-solution-toggle";
+      function set(show) {
+        hidden.forEach(function (cell) { cell.hidden = !show; });
+        button.textContent = show ? "Hide the solution" : "Show the solution";
+        button.setAttribute("aria-expanded", String(show));
+      }
+      button.addEventListener("click", function () { set(hidden[0].hidden); });
+      set(false);
+      marker.appendChild(button);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    foldSolutions();
     foldToc();
     flagMath();
     setUpSearch();
