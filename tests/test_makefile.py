@@ -1,0 +1,32 @@
+"""`make clean` removes what the notebooks leave behind and keeps the downloaded dataset."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_clean_removes_run_artefacts_but_keeps_data(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    left_behind = [
+        "notebooks/.runs/checkpoints/a.pt",
+        "notebooks/checkpoints/b.pt",
+        "notebooks/runs/05/metrics.json",
+        "build/site/index.html",
+        ".venv/bin/x",
+    ]
+    kept = ["notebooks/data/cifar-10-batches-py/data_batch_1", "notebooks/01_tensors.ipynb"]
+    for rel in left_behind + kept:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    proc = subprocess.run(["make", "clean"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert [r for r in left_behind if (tmp_path / r).exists()] == []
+    assert all((tmp_path / r).exists() for r in kept)
