@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -135,19 +136,31 @@ def exit_with_launcher(poll_s: float = 1.0) -> None:
     parent process changed (the orphan was re-parented) and exits.
     """
     parent = os.getppid()
+    if not _is_launcher(parent):  # it died while this worker was still starting up
+        _leave(parent)
 
     def watch() -> None:
         while True:
             time.sleep(poll_s)
             if os.getppid() != parent:
-                print(
-                    f"worker {os.getpid()}: its launcher (pid {parent}) is gone; exiting",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                os._exit(1)
+                _leave(parent)
 
     threading.Thread(target=watch, name="exit-with-launcher", daemon=True).start()
+
+
+def _is_launcher(pid: int) -> bool:
+    """Whether ``pid`` is a torchrun process (Linux: its command line; elsewhere assume so)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return not Path("/proc").is_dir()  # no /proc: cannot tell, trust the parent
+    return b"torch.distributed.run" in cmdline or b"torchrun" in cmdline
+
+
+def _leave(parent: int) -> None:
+    print(f"worker {os.getpid()}: its launcher (pid {parent}) is gone; exiting", file=sys.stderr,
+          flush=True)  # fmt: skip
+    os._exit(1)
 
 
 def cleanup_distributed() -> None:

@@ -3,8 +3,10 @@
 Notebook 04 writes each piece in its cells, explains it, and checks it equal to the one here;
 ``bench/cifar10.py`` imports these. The pieces:
 
-* :func:`better_net` -- three blocks of 3x3 convolution, batch normalization, ReLU and 2x2
-  max-pooling, then global max-pooling and one linear layer;
+* :func:`better_net` -- three blocks of 3x3 convolution, batch normalization (optional, for
+  the ablation), ReLU and 2x2 max-pooling, then global max-pooling and one linear layer;
+* :func:`make_optimizer`, :func:`one_cycle`, :func:`make_loss_fn` -- SGD with Nesterov
+  momentum and weight decay, the one-cycle schedule, label-smoothed cross-entropy;
 * :func:`augment` -- a random left-right flip and a random 32x32 window of the image padded
   by 4 pixels, per image (train and test images keep the same size);
 * :func:`train_one_epoch` and :func:`accuracy` -- training on tensors held in memory, with
@@ -19,10 +21,22 @@ import torch
 from torch import nn
 
 PAD = 4  # pixels of zero padding before the random 32x32 crop
+BATCH_SIZE = 64
+MAX_LR = 0.1  # OneCycleLR's peak; it starts at MAX_LR / 25
+MOMENTUM = 0.9  # the optimizer's own value; OneCycleLR cycles it between 0.95 and 0.85
+WEIGHT_DECAY = 5e-4
+LABEL_SMOOTHING = 0.1
 
 
-def conv_block(c_in: int, c_out: int) -> nn.Sequential:
-    """3x3 convolution (no bias: BatchNorm subtracts the mean), BatchNorm, ReLU, 2x2 max-pool."""
+def conv_block(c_in: int, c_out: int, batch_norm: bool = True) -> nn.Sequential:
+    """3x3 convolution, BatchNorm (optional), ReLU, 2x2 max-pool.
+
+    With batch norm the convolution has no bias (batch norm subtracts the mean anyway).
+    """
+    if not batch_norm:
+        return nn.Sequential(
+            nn.Conv2d(c_in, c_out, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2)
+        )
     return nn.Sequential(
         nn.Conv2d(c_in, c_out, kernel_size=3, padding=1, bias=False),
         nn.BatchNorm2d(c_out),
@@ -31,16 +45,36 @@ def conv_block(c_in: int, c_out: int) -> nn.Sequential:
     )
 
 
-def better_net(width: int = 16) -> nn.Sequential:
+def better_net(width: int = 16, batch_norm: bool = True) -> nn.Sequential:
     """The small modern CNN of notebook 04 (``width`` channels in the first block)."""
     return nn.Sequential(
-        conv_block(3, width),
-        conv_block(width, 2 * width),
-        conv_block(2 * width, 4 * width),
+        conv_block(3, width, batch_norm),
+        conv_block(width, 2 * width, batch_norm),
+        conv_block(2 * width, 4 * width, batch_norm),
         nn.AdaptiveMaxPool2d(1),
         nn.Flatten(),
         nn.Linear(4 * width, 10),
     )
+
+
+def make_optimizer(params) -> torch.optim.SGD:
+    """SGD with Nesterov momentum and weight decay, the last optimizer of notebook 04."""
+    return torch.optim.SGD(
+        params, lr=MAX_LR, momentum=MOMENTUM, nesterov=True, weight_decay=WEIGHT_DECAY
+    )
+
+
+def one_cycle(
+    optimizer: torch.optim.Optimizer, total_steps: int
+) -> torch.optim.lr_scheduler.OneCycleLR:
+    """``OneCycleLR`` with its defaults (start at max_lr / 25, peak after 30 % of the steps,
+    momentum cycled 0.95 -> 0.85 -> 0.95), stepped once per batch (notebook 04)."""
+    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=MAX_LR, total_steps=total_steps)
+
+
+def make_loss_fn() -> nn.CrossEntropyLoss:
+    """Cross-entropy with label smoothing, the last loss of notebook 04."""
+    return nn.CrossEntropyLoss(label_smoothing=LABEL_SMOOTHING)
 
 
 def augment(X: torch.Tensor, pad: int = PAD) -> torch.Tensor:
