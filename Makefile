@@ -12,13 +12,14 @@ export OMP_NUM_THREADS ?= 2
 # Stored outputs are CPU outputs: tests and refreshes use the CPU unless told otherwise
 # (`make test BLITZ_FORCE_CPU=0` runs the notebooks on your GPU; numbers may then differ).
 export BLITZ_FORCE_CPU ?= 1
-# Offline CIFAR-10 subset (see README): used by notebooks 04-05 when set. Defaults to the
-# team's shared copy beside the checkout when there is one; empty means "download".
+# Offline CIFAR-10 subset file (see README): `make test` uses it (BLITZ_CIFAR10=subset), `make
+# lab` only when the full dataset cannot be downloaded. Defaults to the team's shared copy
+# beside the checkout when there is one; empty: the subset is cut from the full download.
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
 export BLITZ_CIFAR10_SUBSET
 
 
-.PHONY: help venv lab test test-portable test-gpu lint refresh clean html bench
+.PHONY: help venv lab test test-portable test-gpu lint refresh clean html bench translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed)"
@@ -27,6 +28,7 @@ help:
 	@echo "make test-gpu - every notebook on your GPU (their asserts check it), unit tests on it"
 	@echo "make refresh  - re-execute every notebook in place on the CPU (authors only)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
+	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
 	@echo "make clean    - remove the environment, caches and build output"
 
@@ -73,6 +75,11 @@ test-gpu: $(STAMP)
 	@rc=0; $(BIN)/python tools/run_notebooks.py $(NOTEBOOKS) || rc=1; \
 	$(BIN)/python -m pytest tests -q || rc=1; exit $$rc
 
+# The Chinese notebooks: the English ones with the catalogs' markdown (same code and outputs).
+# `tools/i18n.py check` lists what is untranslated or stale; translations/zh/glossary.md says how.
+translations: $(STAMP)
+	$(BIN)/python tools/i18n.py build
+
 # Static site from the stored outputs (EXECUTE=1: re-execute in memory first); works offline.
 html: $(STAMP)
 	$(BIN)/python tools/build_site.py --out build/site $(if $(filter 1,$(EXECUTE)),--execute,)
@@ -87,9 +94,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/cifar10.py
 	$(BIN)/python bench/ddp_scaling.py
 
-# What the notebooks leave behind goes too (.runs/: checkpoints and DDP runs, and the older
-# checkpoints/ and runs/); notebooks/data/ stays: it is a 170 MB download.
+# What the notebooks leave behind goes too (.runs/: checkpoints and DDP runs, also of the
+# translated notebooks in notebooks/zh, and the older checkpoints/ and runs/). notebooks/data/
+# stays: it is the CIFAR-10 download (170 MB), which a classroom without internet cannot redo.
 clean:
 	rm -rf $(VENV) build _build .pytest_cache .ruff_cache *.egg-info
-	rm -rf notebooks/.runs notebooks/checkpoints notebooks/runs
+	rm -rf notebooks/.runs notebooks/*/.runs notebooks/checkpoints notebooks/runs
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -20,9 +20,11 @@ Side by side, in one run, on the same machine and the same data:
 
 Prints both test accuracies, their ratio, the times and which data was used. Goal on the
 5,000/1,000 subset on a 2-core CPU: ratio >= 1.8. With a CUDA GPU it also reports the better
-recipe's time-to-accuracy there. The network and the augmentation are imported from
-``utils.recipe``, the one definition notebook 04 checks its own cells against; the loop
-here differs on purpose: its schedule follows the elapsed share of a time budget.
+recipe's time-to-accuracy there. The network, optimizer, loss, augmentation, mixed-precision
+choice and evaluation are imported from ``utils.recipe``, the one definition notebook 04
+checks its own cells against. Only the loop is written here, on purpose: its one-cycle
+schedule follows the elapsed share of a *time* budget, where ``recipe.one_cycle`` counts
+steps; the schedule's shape (start, peak, end, momentum cycle) is OneCycleLR's default.
 """
 
 from __future__ import annotations
@@ -39,13 +41,13 @@ from torch import nn
 from torch.utils.data import Subset
 
 import utils
+from utils import recipe
 from utils.data import CHOICE_ENV, SUBSET_ENV
-from utils.recipe import augment, better_net
 
 ROOT = Path(__file__).resolve().parents[1]
 MEAN = STD = (0.5, 0.5, 0.5)
-BATCH = 64
-MAX_LR = 0.1
+BATCH = recipe.BATCH_SIZE
+MAX_LR = recipe.MAX_LR
 PCT_START = 0.3  # OneCycleLR's default fraction of the run spent warming up
 
 
@@ -151,18 +153,13 @@ def run_better(
     start = time.perf_counter()
     X_train, y_train = utils.to_tensors(train, MEAN, STD)
     X_test, y_test = utils.to_tensors(test, MEAN, STD)
-    model = better_net().to(device, memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=MAX_LR, momentum=0.9, nesterov=True, weight_decay=5e-4
-    )
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+    model = recipe.better_net().to(device, memory_format=torch.channels_last)
+    optimizer = recipe.make_optimizer(model.parameters())
+    loss_fn = recipe.make_loss_fn()
     steps_per_epoch = len(X_train) // BATCH
     total_steps = None if num_epochs is None else num_epochs * steps_per_epoch
     # As in notebook 04: native bfloat16, else float16 with loss scaling; float32 on the CPU.
-    amp_dtype = None
-    if device.type == "cuda":
-        native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
-        amp_dtype = torch.bfloat16 if native_bf16 else torch.float16
+    amp_dtype = recipe.amp_dtype_for(device)
     scaler = torch.amp.GradScaler("cuda", init_scale=2.0**10, enabled=amp_dtype == torch.float16)
     step = 0
     model.train()
@@ -179,7 +176,7 @@ def run_better(
             for group in optimizer.param_groups:
                 group["lr"], group["momentum"] = lr, momentum
             idx = order[k * BATCH : (k + 1) * BATCH]
-            X = augment(X_train[idx]).to(device, memory_format=torch.channels_last)
+            X = recipe.augment(X_train[idx]).to(device, memory_format=torch.channels_last)
             y = y_train[idx].to(device)
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                 loss = loss_fn(model(X), y)
@@ -193,11 +190,7 @@ def run_better(
         break
     sync(device)
     seconds = time.perf_counter() - start
-    model.eval()
-    with torch.no_grad():
-        X = X_test.to(device, memory_format=torch.channels_last)
-        scores = model(X).float().softmax(1) + model(X.flip(3)).float().softmax(1)
-    accuracy = (scores.argmax(1).cpu() == y_test).float().mean().item()
+    accuracy = recipe.accuracy(model, X_test, y_test, device, flips=True)
     return accuracy, seconds, step / steps_per_epoch
 
 

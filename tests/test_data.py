@@ -435,28 +435,113 @@ def test_a_server_that_never_answers_does_not_hang(tmp_path: Path, monkeypatch) 
 
 def test_an_unreadable_subset_is_a_subset_error(tmp_path: Path, monkeypatch) -> None:
     path = write_npz(tmp_path / "subset.npz")
+    path.chmod(0)
+    if os.access(path, os.R_OK):  # root reads anything: simulate what chmod 000 does to a learner
 
-    def refuse(*args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(path))
+        def refuse(*args, **kwargs):
+            raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr("builtins.open", refuse)
-    with pytest.raises(SubsetError, match="cannot read the CIFAR-10 subset.*PermissionError"):
-        load_cifar10_subset(path)
-    monkeypatch.setattr(np, "load", refuse)
-    with pytest.raises(SubsetError, match="PermissionError"):
-        load_cifar10_subset(path, expected_sha256=None)
+        monkeypatch.setattr(data_mod, "open", refuse, raising=False)  # sha256_of's open only
+        monkeypatch.setattr(np, "load", refuse)
+    expected = r"cannot read the CIFAR-10 subset at .*PermissionError.*chmod a\+r"
+    with pytest.raises(SubsetError, match=expected):
+        load_cifar10_subset(path)  # fails while computing the checksum
+    with pytest.raises(SubsetError, match=expected):
+        load_cifar10_subset(path, expected_sha256=None)  # fails in np.load
+    monkeypatch.setenv(SUBSET_ENV, str(path))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    with pytest.raises(SubsetError, match=expected):
+        load_cifar10()
 
 
-def test_a_half_downloaded_folder_is_named(
-    no_network: list[str], full_download: Path, tmp_path: Path
-) -> None:
-    import shutil
+@pytest.fixture(scope="module")
+def full_download_md5(full_download: Path) -> dict[str, str]:
+    """md5 of each file of the folder above, computed once."""
+    import hashlib
 
+    folder = full_download / "cifar-10-batches-py"
+    return {f.name: hashlib.md5(f.read_bytes()).hexdigest() for f in folder.iterdir()}
+
+
+@pytest.fixture
+def copy_with_real_md5(
+    full_download: Path, full_download_md5: dict[str, str], tmp_path: Path, monkeypatch
+) -> Path:
+    """A copy of the folder above that torchvision checks with its own md5 code: the
+    expected md5s are this folder's, so only a file that is missing or damaged fails."""
+    import torchvision.datasets as tvd
+
+    cls = tvd.CIFAR10
+    monkeypatch.setattr(cls, "train_list", [[n, full_download_md5[n]] for n, _ in cls.train_list])
+    monkeypatch.setattr(cls, "test_list", [[n, full_download_md5[n]] for n, _ in cls.test_list])
+    monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": full_download_md5["batches.meta"]})
     root = tmp_path / "data"
-    shutil.copytree(full_download / "cifar-10-batches-py", root / "cifar-10-batches-py")
-    (root / "cifar-10-batches-py" / "data_batch_5").unlink()
+    (root / "cifar-10-batches-py").mkdir(parents=True)
+    for f in (full_download / "cifar-10-batches-py").iterdir():  # links: no 180 MB copy
+        (root / "cifar-10-batches-py" / f.name).symlink_to(f)
+    return root
+
+
+def test_the_complete_copy_passes_torchvisions_md5_check(copy_with_real_md5: Path) -> None:
+    # The control for the next test: there, only the damage makes torchvision refuse.
+    d = load_cifar10(root=copy_with_real_md5, download=False)
+    assert (len(d.train), len(d.test)) == (50_000, 10_000)
+
+
+@pytest.mark.parametrize(("damage", "download"), [("missing", True), ("truncated", False)])
+def test_a_half_downloaded_folder_is_named(
+    no_network: list[str], copy_with_real_md5: Path, damage: str, download: bool
+) -> None:
+    root = copy_with_real_md5
+    folder = root / "cifar-10-batches-py"
+    batch = folder / "data_batch_3"
+    whole = batch.read_bytes()
+    batch.unlink()
+    if damage == "truncated":
+        batch.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(CIFAR10Unavailable) as info:
-        load_cifar10(root=root)
+        load_cifar10(root=root, download=download)
     msg = str(info.value)
-    assert f"A partial or damaged copy is at {(root / 'cifar-10-batches-py').resolve()}" in msg
-    assert "delete that folder" in msg
+    assert f"A partial or damaged copy is at {folder.resolve()}: delete that folder" in msg
+    assert f"{SUBSET_ENV}=/path/to/cifar10-subset.npz" in msg  # or use the subset
+    assert bool(no_network) == download, "offline, a download is tried only when allowed"
+
+
+def test_full_choice_offline_names_the_fixes_that_work(
+    no_network: list[str], fake_subset: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv(SUBSET_ENV, str(fake_subset))  # set, but full was asked for
+    monkeypatch.setenv(CHOICE_ENV, "full")
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=tmp_path / "data")
+    msg = str(info.value)
+    assert f"the offline subset: not tried, {CHOICE_ENV}=full" in msg
+    assert f"set {CHOICE_ENV}=subset and {SUBSET_ENV}=/path/to/cifar10-subset.npz" in msg
+
+
+def test_stored_outputs_compare_equal_whichever_way_the_subset_arrived(
+    offline_full: Path, monkeypatch
+) -> None:
+    """Notebook 04 prints ``source``; make test must pass with the file or the cut, so
+    nbval's sanitizer has to map both sources to one text (tests/nbval_sanitize.cfg)."""
+    import re
+
+    from nbval.plugin import get_sanitize_patterns
+
+    cfg = Path(__file__).with_name("nbval_sanitize.cfg").read_text()
+    patterns = get_sanitize_patterns(cfg)
+
+    def sanitize(text: str) -> str:
+        for regex, replace in patterns:  # as nbval does: in file order
+            text = re.sub(regex, replace, text)
+        return text
+
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    cut = load_cifar10(root=offline_full).source
+    monkeypatch.setenv(SUBSET_ENV, str(REAL_SUBSET))
+    from_file = load_cifar10(root=offline_full).source
+    assert "from the file" in from_file and "cut from the full dataset" in cut
+    assert sanitize(cut) == sanitize(from_file), (
+        "tests/nbval_sanitize.cfg needs a rule mapping both subset sources to one text"
+    )
+    assert sanitize(cut).startswith("CIFAR-10 subset: 5,000 training / 1,000 test images")

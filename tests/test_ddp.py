@@ -1,8 +1,8 @@
 """scripts/train_ddp.py under torchrun on the CPU (gloo): several processes, one machine.
 
 Every launch is small (LeNet, 64 synthetic images, 8 steps), uses only 127.0.0.1 and
-a free port, and is bounded by a subprocess timeout and a collective timeout. The
-one-process reference runs inside pytest (no torchrun), which saves a launch.
+a free port, and is bounded by a subprocess timeout and a collective timeout. Every
+command comes from ``utils.launch``, the launcher notebook 05 and the bench use too.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,58 +19,51 @@ import torch
 
 import utils
 from tests.conftest import ROOT, free_port
+from utils import launch
 
 # torchrun launches / a JupyterLab server: seconds each.
 pytestmark = pytest.mark.slow
 
 SCRIPT = ROOT / "scripts" / "train_ddp.py"
+CRASH_WRAPPER = ROOT / "tests" / "ddp_crash.py"  # the script, failing one rank on request
 STEPS = 8
-TRAIN_ARGS = ["--steps", str(STEPS), "--batch-size", "16", "--num-train", "64", "--timeout", "30"]
+TRAIN_ARGS = ["--epochs", "2", "--batch-size", "16", "--num-train", "64", "--num-test", "16"]
 LAUNCH_TIMEOUT = 180  # seconds; a healthy launch takes 10-30 s on the shared 2-core CPU
 RDZV_TIMEOUT = 20  # seconds a node waits for the others at the rendezvous
 
 
 def child_env() -> dict[str, str]:
-    env = {**os.environ, "BLITZ_FORCE_CPU": "1", "OMP_NUM_THREADS": "1"}
-    env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo talks over loopback only
-    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    return env
+    return launch.worker_env(threads=1, force_cpu=True)
 
 
-def torchrun(nproc: int, out: Path, *extra: str, nnodes: int = 1, node_rank: int = 0, port=None):
-    """The argv of one torchrun launcher using a static rendezvous on 127.0.0.1."""
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nnodes={nnodes}",
-        f"--node-rank={node_rank}",
-        f"--nproc-per-node={nproc}",
-        "--rdzv-backend=static",
-        f"--rdzv-endpoint=127.0.0.1:{port or free_port()}",
-        f"--rdzv-conf=timeout={RDZV_TIMEOUT}",  # a node whose peers never come gives up
-        "--local-addr=127.0.0.1",
-        "--max-restarts=0",
-        str(SCRIPT),
-        *TRAIN_ARGS,
-        "--out-dir",
-        str(out),
-        *extra,
-    ]
-
-
-def run(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        argv, env=child_env(), cwd=ROOT, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT
-    )
+def torchrun(
+    nproc: int,
+    out: Path,
+    *extra: str,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    port=None,
+    script: Path = SCRIPT,
+    rdzv_timeout: int = RDZV_TIMEOUT,
+) -> list[str]:
+    """One launcher's argv (utils.launch): standalone, or a static rendezvous on 127.0.0.1."""
+    return launch.torchrun_argv(
+        script, [*TRAIN_ARGS, "--out-dir", str(out), *extra], nproc_per_node=nproc,
+        nnodes=nnodes, node_rank=node_rank, endpoint=f"127.0.0.1:{port or free_port()}",
+        rdzv_timeout_s=rdzv_timeout,
+    )  # fmt: skip
 
 
 def load_script():
+    """The script as a module, to call its main() and parse_args() in this process."""
     spec = importlib.util.spec_from_file_location("train_ddp", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return launch.launch(argv, env or child_env(), timeout_s=LAUNCH_TIMEOUT, check=False)
 
 
 def weights(out: Path) -> dict[str, torch.Tensor]:
@@ -88,23 +80,21 @@ def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 def single(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference: one process, no torchrun, same global batch."""
     out = tmp_path_factory.mktemp("single")
-    metrics = load_script().main([*TRAIN_ARGS, "--out-dir", str(out)])
-    assert metrics["world_size"] == 1 and metrics["backend"] is None
-    assert metrics["steps"] == STEPS
+    proc = run(torchrun(0, out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["world_size"] == 1 and metrics["steps"] == STEPS
     return out
 
 
 def test_two_processes_match_one_process(single: Path, tmp_path: Path) -> None:
     proc = run(torchrun(2, tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "rank 0 of 2 (gloo, cpu)" in proc.stdout
+    assert proc.stdout.count("epoch ") == 2  # rank 0 alone prints, once per epoch
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     ref = json.loads((single / "metrics.json").read_text())
-    assert metrics["world_size"] == 2 and metrics["local_batch"] == 8
-    # the two ranks saw disjoint halves of the very batch the single process saw
-    r0, r1 = metrics["first_batch_indices_per_rank"]
-    assert not set(r0) & set(r1)
-    assert sorted(r0 + r1) == sorted(ref["first_batch_indices_per_rank"][0])
+    assert metrics["world_size"] == 2 and metrics["device"] == "cpu"
+    assert metrics["test_accuracy"] == ref["test_accuracy"]  # counts all-reduced over ranks
     assert max_diff(weights(tmp_path), weights(single)) < 1e-5
     assert metrics["losses"] == pytest.approx(ref["losses"], abs=1e-5)
 
@@ -132,23 +122,30 @@ def test_two_nodes_on_loopback_agree(single: Path, tmp_path: Path) -> None:
             if p.poll() is None:
                 p.kill()
     assert [p.returncode for p in launchers] == [0, 0], "\n".join(logs)
-    assert "rank 0 of 2 (gloo, cpu)" in logs[0]  # node 0 holds global rank 0
+    assert "epoch 1:" in logs[0] and "epoch" not in logs[1]  # node 0 holds global rank 0
     assert not (outs[1] / "model.pt").exists()  # rank 1 (node 1) writes nothing
     assert max_diff(weights(outs[0]), weights(single)) < 1e-5
 
 
-def test_a_dead_rank_ends_the_job_and_the_checkpoint_resumes(single: Path, tmp_path: Path) -> None:
+def test_a_dead_rank_ends_the_job_and_leaves_a_whole_checkpoint(tmp_path: Path) -> None:
     # Bounded by LAUNCH_TIMEOUT: a job that hangs after losing a rank fails the test.
-    proc = run(torchrun(2, tmp_path, "--checkpoint-every", "4", "--crash-at-step", "6"))
+    env = {**child_env(), "BLITZ_TEST_CRASH": "1:6"}  # rank 1 fails at its step 6
+    proc = run(torchrun(2, tmp_path, script=CRASH_WRAPPER), env)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log
     assert "simulated failure of rank 1 at step 6" in log, log
     assert not (tmp_path / "model.pt").exists()
 
-    # the checkpoint written after step 4 is complete and loads safely
+    # the checkpoint written after epoch 1 (step 4) is complete and loads safely
     ckpt = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=True)
     assert ckpt["extra"]["step"] == 4
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_checkpoint_of_a_dead_rank_resumes(single: Path, tmp_path: Path) -> None:
+    env = {**child_env(), "BLITZ_TEST_CRASH": "1:6"}
+    proc = run(torchrun(2, tmp_path, script=CRASH_WRAPPER), env)
+    assert proc.returncode != 0
 
     # resume with a different world size (one process): same result as never crashing
     metrics = load_script().main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
@@ -161,17 +158,17 @@ def test_a_dead_rank_ends_the_job_and_the_checkpoint_resumes(single: Path, tmp_p
 
     # resuming a finished run is refused, and nothing is overwritten
     with pytest.raises(SystemExit, match="nothing to do: the checkpoint is at step"):
-        load_script().main([*TRAIN_ARGS[:1], "4", *TRAIN_ARGS[2:], "--out-dir", str(tmp_path),
-                            "--resume"])  # fmt: skip
+        load_script().main([*TRAIN_ARGS, "--steps", "6", "--out-dir", str(tmp_path), "--resume"])
     assert json.loads((tmp_path / "metrics.json").read_text()) == saved
 
 
 def test_script_rejects_bad_batch_and_missing_checkpoint(tmp_path: Path) -> None:
     script = load_script()
-    two_ranks = utils.DistContext(0, 0, 2, torch.device("cpu"), "gloo")
-    args = script.parse_args(["--out-dir", str(tmp_path), "--batch-size", "15"])
-    with pytest.raises(SystemExit, match="15 is not divisible by the world size 2"):
-        script.train(args, two_ranks)
+    proc = run(torchrun(2, tmp_path, "--batch-size", "15"))
+    assert proc.returncode != 0
+    assert "--batch-size 15 is not divisible by the world size 2" in proc.stderr
+    with pytest.raises(SystemExit, match="less than one batch of 128"):
+        script.main(["--out-dir", str(tmp_path), "--num-train", "64", "--batch-size", "128"])
     with pytest.raises(SystemExit, match="no checkpoint at"):
         script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
 
@@ -181,7 +178,7 @@ def test_script_rejects_bad_batch_and_missing_checkpoint(tmp_path: Path) -> None
     [
         (["--steps", "-5"], "--steps must be 0 or more"),
         (["--epochs", "0"], "--epochs must be 1 or more"),
-        (["--checkpoint-every", "-1"], "--checkpoint-every must be 0 or more"),
+        (["--batch-size", "0"], "--batch-size must be 1 or more"),
     ],
 )
 def test_nonsensical_numbers_are_refused(tmp_path: Path, bad: list[str], message: str, capsys):
@@ -202,7 +199,7 @@ def test_a_bad_checkpoint_gives_a_clear_message_on_resume(
     tmp_path: Path, damage: str, message: str
 ) -> None:
     script = load_script()
-    script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--checkpoint-every", "4"])
+    script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path)])
     path = tmp_path / "checkpoint.pt"
     if damage == "truncate":
         path.write_bytes(path.read_bytes()[:1000])
@@ -216,9 +213,7 @@ def test_a_bad_checkpoint_gives_a_clear_message_on_resume(
 
 def test_a_node_whose_master_never_comes_gives_up(tmp_path: Path) -> None:
     """Node 1 alone: the rendezvous timeout ends it, well within the subprocess bound."""
-    argv = torchrun(1, tmp_path, nnodes=2, node_rank=1)
-    argv[argv.index(f"--rdzv-conf=timeout={RDZV_TIMEOUT}")] = "--rdzv-conf=timeout=3"
-    proc = run(argv)
+    proc = run(torchrun(1, tmp_path, nnodes=2, node_rank=1, rdzv_timeout=3))
     assert proc.returncode != 0
     assert "timed out" in proc.stdout + proc.stderr
 
@@ -227,7 +222,7 @@ def test_workers_exit_when_the_launcher_is_killed(tmp_path: Path) -> None:
     import signal
 
     argv = torchrun(2, tmp_path)
-    argv[argv.index("--steps") + 1] = "100000"  # far longer than this test waits
+    argv[argv.index("--epochs") + 1] = "100000"  # far longer than this test waits
     launcher = subprocess.Popen(
         argv, env=child_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -274,7 +269,7 @@ def _wait_for_children(pid: int, n: int, timeout: float) -> list[int]:
 
 def test_two_runs_into_one_folder_are_refused(tmp_path: Path) -> None:
     script = load_script()
-    held = script.lock_out_dir(tmp_path)  # a run that is still writing here
+    held = utils.lock_folder(tmp_path)  # a run that is still writing here
     try:
         with pytest.raises(SystemExit, match="another run is writing to"):
             script.main([*TRAIN_ARGS, "--out-dir", str(tmp_path)])

@@ -18,10 +18,15 @@ def test_make_clean_removes_run_artefacts_but_keeps_data(tmp_path: Path) -> None
         "notebooks/.runs/checkpoints/a.pt",
         "notebooks/checkpoints/b.pt",
         "notebooks/runs/05/metrics.json",
+        "notebooks/zh/.runs/05/metrics.json",  # the translated notebooks run in their folder
         "build/site/index.html",
         ".venv/bin/x",
     ]
-    kept = ["notebooks/data/cifar-10-batches-py/data_batch_1", "notebooks/01_tensors.ipynb"]
+    kept = [
+        "notebooks/data/cifar-10-batches-py/data_batch_1",
+        "notebooks/zh/data/cifar-10-batches-py/data_batch_1",
+        "notebooks/01_tensors.ipynb",
+    ]
     for rel in left_behind + kept:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")

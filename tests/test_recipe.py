@@ -45,3 +45,30 @@ def test_training_lowers_the_loss_and_accuracy_counts() -> None:
 
 def test_mixed_precision_only_on_cuda() -> None:
     assert recipe.amp_dtype_for(torch.device("cpu")) is None
+
+
+def test_better_net_without_batch_norm_has_biases_instead() -> None:
+    plain, normed = recipe.better_net(batch_norm=False), recipe.better_net()
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in plain.modules())
+    assert plain[0][0].bias is not None and normed[0][0].bias is None
+    assert plain(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    # three conv biases replace three batch norms' scale and shift: 16 + 32 + 64 fewer weights
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(normed) - count(plain) == 16 + 32 + 64
+
+
+def test_optimizer_schedule_and_loss_are_the_notebooks_last_rows() -> None:
+    model = recipe.better_net(width=4)
+    optimizer = recipe.make_optimizer(model.parameters())
+    group = optimizer.param_groups[0]
+    assert (group["nesterov"], group["weight_decay"]) == (True, 5e-4)
+    scheduler = recipe.one_cycle(optimizer, total_steps=100)
+    # OneCycleLR overrides lr and momentum: it starts at max_lr / 25 with momentum 0.95
+    assert abs(group["lr"] - 0.1 / 25) < 1e-12 and group["momentum"] == 0.95
+    lrs = []
+    for _ in range(99):
+        optimizer.step()
+        scheduler.step()
+        lrs.append(group["lr"])
+    assert abs(max(lrs) - 0.1) < 1e-12 and abs(lrs[-1] - 0.1 / 25 / 1e4) < 1e-12
+    assert recipe.make_loss_fn().label_smoothing == 0.1

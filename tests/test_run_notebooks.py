@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
+
+RUNNER = ROOT / "tools" / "run_notebooks.py"
 
 
 def _notebook(path: Path, *sources: str) -> Path:
@@ -21,28 +24,65 @@ def _notebook(path: Path, *sources: str) -> Path:
     return path
 
 
+def _run(*args: str | Path, timeout: int, **env: str) -> subprocess.CompletedProcess[str]:
+    # BLITZ_FORCE_CPU=1: the device lines then need no GPU, on any machine.
+    environ = {**os.environ, "BLITZ_FORCE_CPU": "1", **env}
+    return subprocess.run(
+        [sys.executable, str(RUNNER), *map(str, args)],
+        cwd=ROOT, env=environ, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
 @pytest.mark.slow
 def test_a_good_and_a_bad_notebook(tmp_path: Path) -> None:
-    good = _notebook(tmp_path / "good.ipynb", "x = 1 + 1", "assert x == 2")
+    (tmp_path / "data.txt").write_text("beside the notebook")
+    good = _notebook(
+        tmp_path / "good.ipynb",
+        "import os\nx = 1 + 1",
+        # the kernel works in the notebook's folder and inherits the environment
+        "assert open('data.txt').read() == 'beside the notebook'",
+        "assert os.environ['BLITZ_CIFAR10'] == 'subset'",
+    )
     bad = _notebook(tmp_path / "bad.ipynb", "x = 1", "y = 2", "assert x == 2, 'x is not two'")
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(good), str(bad),
-         "--out-dir", str(out), "--timeout", "60"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    proc = _run(good, bad, "--out-dir", out, "--timeout", "60", timeout=180, BLITZ_CIFAR10="subset")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "OK" in proc.stdout and "FAILED" in proc.stdout
-    assert "cell 3 (code cell 2)" in proc.stdout  # counted among all cells and code cells
-    assert "x is not two" in proc.stdout
+    assert "WARNING: running on the CPU" in proc.stdout  # BLITZ_FORCE_CPU=1
+    assert "selected device: cpu" in proc.stdout
+    assert "OK    " in proc.stdout and str(good) in proc.stdout
+    report = proc.stdout.split("FAILED", 1)[1]
+    assert "cell 3 (code cell 2):" in report  # counted among all cells and code cells
+    assert "assert x == 2, 'x is not two'" in report  # the cell's first source line
+    assert "AssertionError: x is not two" in report  # the traceback's last line, no colours
+    assert "\x1b[" not in proc.stdout
     assert "1 passed, 1 failed" in proc.stdout
     assert (out / "good.ipynb").is_file() and (out / "bad.ipynb").is_file()
     assert nbformat.read(good, as_version=4).cells[1].get("outputs") == []  # untouched
 
 
-def test_a_missing_notebook_is_a_usage_error(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_hanging_cell_times_out_and_is_named(tmp_path: Path) -> None:
+    slow = _notebook(tmp_path / "slow.ipynb", "import time", "time.sleep(120)", "x = 1")
+    proc = _run(slow, "--out-dir", tmp_path / "out", "--timeout", "3", timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "cell 2 (code cell 1):\n      time.sleep(120)" in proc.stdout
+    assert "no reply within 3 s" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.ipynb"], "no such notebook"),
+        (["a/x.ipynb", "b/x.ipynb"], "two notebooks share a name"),
+        (["a/x.ipynb", "--kernel", "no-such-kernel"], "no Jupyter kernel named 'no-such-kernel'"),
+    ],
+)
+def test_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        _notebook(tmp_path / folder / "x.ipynb", "x = 1")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(tmp_path / "no.ipynb")],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, str(RUNNER), *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert proc.returncode == 2 and "no such notebook" in proc.stderr
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

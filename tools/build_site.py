@@ -13,6 +13,10 @@ images are embedded as data URIs, require.js / widget / mermaid CDN scripts are 
 saved widget state (tqdm bars) is rendered as static HTML. The index lists each lesson's
 title, summary, run time and hardware, read from the notebook's first markdown cell
 (the convention in CONTRIBUTING.md).
+
+The Chinese site goes into ``<out>/zh`` (``--english-only`` skips it): the same notebooks
+with the markdown of ``translations/zh`` (tools/i18n.py), a language switch on every page,
+its own search index and the interface words of ``site_templates/strings.json``.
 """
 
 from __future__ import annotations
@@ -33,10 +37,15 @@ import jinja2
 import mistune
 import nbformat
 from nbconvert import HTMLExporter
+from traitlets import validate
+
+try:
+    from tools import i18n
+except ModuleNotFoundError:  # run as a script (make html): tools/ itself is on sys.path
+    import i18n  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
-SITE_TITLE = "PyTorch 60-Minute Blitz"
 STATIC = "_static"
 MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
 TOC_MARKER = "<!-- blitz-toc -->"
@@ -45,8 +54,46 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 # Fields every first cell carries, as `**Name**:` or `**Name:**` at the start of a line.
 HEADER_FIELDS = ("Objectives", "Prerequisites", "Hardware", "Run time")
+# The same labels in the translated notebooks (notebooks/zh, see tools/i18n.py).
+HEADER_ALIASES = {
+    "目标": "Objectives",
+    "先修": "Prerequisites",
+    "硬件": "Hardware",
+    "运行时间": "Run time",
+}
+_ZH_LABELS = {english: chinese for chinese, english in HEADER_ALIASES.items()}
 _TITLE_RE = re.compile(r"^#\s+(\d{2})\s*·\s*(.+?)\s*$")
-_FIELD_RE = re.compile(r"^\*\*\s*([A-Za-z ]+?)\s*:?\s*\*\*\s*:?\s*(.*)$")
+# Chinese puts a full-width colon (：) where English has ':'.
+_FIELD_RE = re.compile(r"^\*\*\s*([^*:：]+?)\s*[:：]?\s*\*\*\s*[:：]?\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class Language:
+    """One language of the site: where its pages go (``folder``, "" for the root)."""
+
+    code: str  # the key in site_templates/strings.json and the catalog folder (tools/i18n.py)
+    html_lang: str
+    folder: str
+
+    @property
+    def search_index(self) -> str:
+        return "search-index.js" if not self.folder else f"search-index-{self.code}.js"
+
+
+# English is the source; the others are built from translations/<code>/ catalogs.
+LANGUAGES = (Language("en", "en", ""), Language("zh", "zh-CN", "zh"))
+
+
+class _LessonExporter(HTMLExporter):
+    """nbconvert's HTML exporter, taking a BCP 47 ``<html lang>`` such as ``zh-CN``.
+
+    nbconvert accepts bare ISO 639-1 codes only and turns others into "en"; the region
+    matters here, since it makes browsers pick Simplified Chinese glyph shapes.
+    """
+
+    @validate("language_code")
+    def _valid_language_code(self, proposal: dict) -> str:
+        return proposal["value"]
 
 
 class SiteError(RuntimeError):
@@ -86,8 +133,8 @@ class Lesson:
     @property
     def run_time(self) -> str:
         """The run time's first clause, without remarks in brackets (the page has it all)."""
-        text = _first_sentence(self.fields["Run time"]).split(";")[0]
-        return re.sub(r"\s*\([^()]*\)", "", text).strip().rstrip(".")
+        text = re.split("[;；]", _first_sentence(self.fields["Run time"]))[0]
+        return re.sub(r"\s*[(（][^()（）]*[)）]", "", text).strip().rstrip(".。")
 
     @property
     def hardware(self) -> str:
@@ -115,7 +162,8 @@ def _plain(markdown: str) -> str:
 
 
 def _first_sentence(text: str) -> str:
-    match = re.match(r"(.+?[.!?])(\s+[A-Z(]|$)", text)
+    # English sentences end in ". " before a capital; Chinese ones in 。！？ with no space.
+    match = re.match(r"(.+?(?:[.!?](?=\s+[A-Z(]|$)|[。！？]))", text)
     return (match.group(1) if match else text).strip()
 
 
@@ -150,8 +198,9 @@ def parse_header(path: Path, nb: nbformat.NotebookNode) -> Lesson:
     current: list[str] | None = summary
     for line in lines[1:]:
         match = _FIELD_RE.match(line.strip())
-        if match and match.group(1) in HEADER_FIELDS:
-            current = fields.setdefault(match.group(1), [])
+        label = match and HEADER_ALIASES.get(match.group(1), match.group(1))
+        if match and label in HEADER_FIELDS:
+            current = fields.setdefault(label, [])
             if match.group(2):
                 current.append(match.group(2))
         elif not line.strip():
@@ -165,7 +214,7 @@ def parse_header(path: Path, nb: nbformat.NotebookNode) -> Lesson:
     missing = [name for name in HEADER_FIELDS if not fields.get(name)]
     if missing:
         raise SiteError(
-            f"{where} lacks {', '.join(f'**{m}**' for m in missing)} "
+            f"{where} lacks {', '.join(f'**{m}** (**{_ZH_LABELS[m]}**)' for m in missing)} "
             "(each as a bold label followed by its text; see CONTRIBUTING.md)"
         )
     return Lesson(
@@ -276,11 +325,11 @@ class _Headings(HTMLParser):
             self.sections[-1].append(data)
 
 
-def _toc_html(headings: list[tuple[int, str, str]]) -> str:
+def _toc_html(headings: list[tuple[int, str, str]], empty: str) -> str:
     """Nested ordered list of the ## and ### headings (### nest under the ## before them)."""
     items = [(lvl, anchor, text) for lvl, anchor, text in headings if lvl in (2, 3) and anchor]
     if not items:
-        return '<p class="blitz-toc-empty">This lesson has no sections.</p>'
+        return f'<p class="blitz-toc-empty">{html.escape(empty)}</p>'
     out = ['<ol class="blitz-toc-list">']
     in_item = in_sub = False
     for level, anchor, text in items:
@@ -351,11 +400,16 @@ def build_site(
     out_dir: Path,
     execute: bool = False,
     log: Callable[[str], object] = print,
+    translations: Path | None = None,
 ) -> list[Lesson]:
     """Render every ``*.ipynb`` in ``notebooks_dir`` into a static site in ``out_dir``.
 
     ``out_dir`` is replaced as a whole, but only if it is empty or an earlier build.
     With ``execute=True`` each notebook is re-run in memory first (the file is untouched).
+    With ``translations`` (the catalogs' folder, see tools/i18n.py) the Chinese site goes
+    into ``out_dir/zh``: the same notebooks, outputs included, with the catalog's markdown.
+    An untranslated or stale cell shows its English text there (``tools/i18n.py check``
+    fails until none is left), so every lesson exists in both languages.
     Raises :class:`SiteError` with an actionable message on bad input.
     """
     paths = sorted(notebooks_dir.glob("*.ipynb"))
@@ -363,6 +417,19 @@ def build_site(
         raise SiteError(f"no notebooks (*.ipynb) in {notebooks_dir}: nothing to build")
     notebooks = [(p, nbformat.read(p, as_version=4)) for p in paths]
     lessons = [parse_header(p, nb) for p, nb in notebooks]
+    languages = list(LANGUAGES if translations is not None else LANGUAGES[:1])
+    catalogs = {
+        lang.code: [i18n.Catalog.load(p, lang.code, translations) for p in paths]
+        for lang in languages[1:]
+    }
+    # The translated downloads and headers come from the files as stored (like the English
+    # download); a header the site cannot read fails here, before out_dir is touched.
+    downloads = {"en": [p.read_bytes() for p in paths]}
+    headers = {"en": lessons}
+    for code, cats in catalogs.items():
+        stored = [i18n.translate(nb, cat) for (_, nb), cat in zip(notebooks, cats, strict=True)]
+        downloads[code] = [i18n.notebook_text(nb).encode() for nb in stored]
+        headers[code] = [parse_header(p, nb) for p, nb in zip(paths, stored, strict=True)]
     mathjax = find_mathjax()
 
     if out_dir.exists():
@@ -377,23 +444,78 @@ def build_site(
     for asset in (TEMPLATES / "static").iterdir():
         shutil.copy2(asset, static / asset.name)
 
-    exporter = HTMLExporter(
-        template_name="lesson", extra_template_basedirs=[str(TEMPLATES)], theme="light"
+    if execute:
+        for path, nb in notebooks:
+            start = time.perf_counter()
+            execute_notebook(nb, path)
+            log(f"  executed {path.name}  ({time.perf_counter() - start:.1f} s)")
+    ui = json.loads((TEMPLATES / "strings.json").read_text(encoding="utf-8"))
+    for lang in languages:
+        # Translated pages: the (possibly re-executed) English notebooks with the catalog's
+        # markdown, so both languages always show the same code and outputs.
+        pages = [nb for _, nb in notebooks]
+        if lang.code in catalogs:
+            pages = [
+                i18n.translate(nb, c) for nb, c in zip(pages, catalogs[lang.code], strict=True)
+            ]
+        others = [other for other in languages if other != lang]
+        _render_language(
+            lang, pages, headers[lang.code], downloads[lang.code], out_dir, ui, others, log
+        )
+    return lessons
+
+
+def _render_language(
+    lang: Language,
+    pages: list[nbformat.NotebookNode],
+    lessons: list[Lesson],
+    downloads: list[bytes],
+    site_dir: Path,
+    ui: dict[str, dict[str, str]],
+    others: list[Language],
+    log: Callable[[str], object],
+) -> None:
+    """Write one language's lesson pages, index and search index under ``site_dir``."""
+    out_dir = site_dir / lang.folder
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Pages in a language folder share the root's _static (MathJax alone is 12 MB).
+    static = "../" * bool(lang.folder) + STATIC
+    up = "../" * bool(lang.folder)
+    words = ui[lang.code]
+    title = words["site_title"]
+    exporter = _LessonExporter(
+        template_name="lesson",
+        extra_template_basedirs=[str(TEMPLATES)],
+        theme="light",
+        language_code=lang.html_lang,
     )
+
+    def switch(page: str) -> list[dict[str, str]]:
+        """Links to ``page`` in every other language (relative to this language's folder)."""
+        return [
+            {
+                "href": up + (f"{o.folder}/" if o.folder else "") + page,
+                "lang": o.html_lang,
+                "name": ui[o.code]["language_name"],
+                "label": ui[o.code]["switch_label"],
+            }
+            for o in others
+        ]
+
     summaries = [lesson.as_context() for lesson in lessons]
     search: list[dict[str, str]] = []
-    for i, ((path, nb), lesson) in enumerate(zip(notebooks, lessons, strict=True)):
+    for i, (nb, lesson) in enumerate(zip(pages, lessons, strict=True)):
         start = time.perf_counter()
-        if execute:
-            execute_notebook(nb, path)
-        shutil.copy2(path, out_dir / lesson.ipynb_name)
+        (out_dir / lesson.ipynb_name).write_bytes(downloads[i])
         render_widgets_statically(nb)
-        nb.metadata["title"] = f"{lesson.title} · {SITE_TITLE}"
+        nb.metadata["title"] = f"{lesson.title} · {title}"
         resources = {
             "site": {
-                "title": SITE_TITLE,
-                "static": STATIC,
-                "mathjax_url": f"{STATIC}/mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+                "title": title,
+                "ui": words,
+                "static": static,
+                "mathjax_url": f"{static}/mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+                "languages": switch(lesson.html_name),
                 "lesson": summaries[i],
                 "lessons": summaries,
                 "prev": summaries[i - 1] if i > 0 else None,
@@ -404,12 +526,15 @@ def build_site(
         body, _ = exporter.from_notebook_node(nb, resources=resources)
         parser = _Headings()
         parser.feed(body)
-        body = body.replace(TOC_MARKER, _toc_html(parser.headings), 1)
+        body = body.replace(TOC_MARKER, _toc_html(parser.headings, words["toc_empty"]), 1)
         (out_dir / lesson.html_name).write_text(body, encoding="utf-8")
         search.extend(_search_entries(lesson, parser))
-        log(f"  {lesson.html_name}  ({time.perf_counter() - start:.1f} s)")
+        log(
+            f"  {lang.folder + '/' if lang.folder else ''}{lesson.html_name}"
+            f"  ({time.perf_counter() - start:.1f} s)"
+        )
 
-    (static / "search-index.js").write_text(
+    (site_dir / STATIC / lang.search_index).write_text(
         "window.BLITZ_SEARCH_INDEX = " + json.dumps(search, ensure_ascii=False) + ";\n",
         encoding="utf-8",
     )
@@ -417,10 +542,15 @@ def build_site(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, keep_trailing_newline=True
     )
     index = env.get_template("home.html.j2").render(
-        title=SITE_TITLE, static=STATIC, lessons=summaries
+        title=title,
+        html_lang=lang.html_lang,
+        ui=words,
+        static=static,
+        search_index=f"{static}/{lang.search_index}",
+        languages=switch("index.html"),
+        lessons=summaries,
     )
     (out_dir / "index.html").write_text(index, encoding="utf-8")
-    return lessons
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -428,25 +558,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "site")
     parser.add_argument(
+        "--translations",
+        type=Path,
+        default=ROOT / "translations",
+        help="catalogs of the translated sites (tools/i18n.py); default: %(default)s",
+    )
+    parser.add_argument(
+        "--english-only", action="store_true", help="skip the translated sites (build/site/zh)"
+    )
+    parser.add_argument(
         "--execute",
         action="store_true",
         help="re-execute each notebook (in memory) before rendering; stored outputs otherwise",
     )
     args = parser.parse_args(argv)
-    if args.out.exists() and not args.out.is_dir():
+    # Usage errors (exit 2) before anything is read or written. The folder's content is
+    # checked by build_site itself, which wipes only a site it built.
+    existing = next((p for p in (args.out, *args.out.parents) if p.exists()), None)
+    if args.out.is_symlink():
+        parser.error(f"--out {args.out} is a symbolic link: give the folder it points to")
+    if existing == args.out and not args.out.is_dir():
         parser.error(f"--out {args.out} is a file, not a folder: give a folder for the site")
+    if existing is not None and not existing.is_dir():
+        parser.error(f"--out {args.out} is inside {existing}, which is a file: give a folder")
     if not args.notebooks.is_dir():
         parser.error(f"--notebooks {args.notebooks} is not a folder")
     start = time.perf_counter()
     print(f"Building the site from {args.notebooks} into {args.out}")
     try:
-        lessons = build_site(args.notebooks, args.out, execute=args.execute)
+        lessons = build_site(
+            args.notebooks,
+            args.out,
+            execute=args.execute,
+            translations=None if args.english_only else args.translations,
+        )
     except SiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     index = (args.out / "index.html").resolve()
     print(
-        f"Built {len(lessons)} lesson pages + index in {time.perf_counter() - start:.1f} s.\n"
+        f"Built {len(lessons)} lesson pages + index per language in "
+        f"{time.perf_counter() - start:.1f} s.\n"
         f"Open {index.as_uri()} (or: python -m http.server -d {args.out})"
     )
     return 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import recipe
+from . import launch, recipe
 from .checkpoint import (
     CheckpointError,
     load_checkpoint,
+    lock_folder,
     save_atomically,
     save_checkpoint,
     unwrap_model,
@@ -27,6 +28,7 @@ from .distributed import (
     DistContext,
     backend_for,
     cleanup_distributed,
+    exit_with_launcher,
     init_distributed,
     torchrun_env,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "SubsetError",
     "load_cifar10",
     "load_checkpoint",
+    "lock_folder",
     "make_loader",
     "save_atomically",
     "save_checkpoint",
@@ -60,6 +63,7 @@ __all__ = [
     "backend_for",
     "check_batch_size",
     "cleanup_distributed",
+    "exit_with_launcher",
     "data_parallel_or_local",
     "denormalize",
     "device_summary",
@@ -68,6 +72,7 @@ __all__ = [
     "init_distributed",
     "num_gpus",
     "plot_curves",
+    "launch",
     "recipe",
     "replicate",
     "scatter_sizes",

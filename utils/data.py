@@ -5,12 +5,14 @@ Taught in ``notebooks/04_cifar10.ipynb`` (and used again by ``notebooks/05_data_
 :func:`load_cifar10` returns the train and test sets, the class names and a short
 string saying which data it used:
 
-* If the environment variable ``BLITZ_CIFAR10_SUBSET`` names a file, that file is the
-  real 6,000-image CIFAR-10 subset described in ``../shared/data/README.md`` (5,000
-  train / 1,000 test images). It is checked (sha256, arrays, shapes, dtypes) and
-  loaded without pickle.
-* Otherwise ``torchvision.datasets.CIFAR10`` downloads the full dataset (50,000 /
-  10,000 images) into ``root``.
+* ``BLITZ_CIFAR10=full``: ``torchvision.datasets.CIFAR10`` loads the full dataset (50,000 /
+  10,000 images) from ``root``, downloading it first if needed (bounded in time).
+* ``BLITZ_CIFAR10=subset``: the 6,000-image subset described in
+  ``../shared/data/README.md`` (5,000 train / 1,000 test images), read without pickle
+  from the file named by ``BLITZ_CIFAR10_SUBSET``, or cut from the full dataset
+  (:func:`subset_from_full`); either way its contents are checked against one digest.
+* Unset (``auto``): the full dataset if it is on disk or can be downloaded, otherwise the
+  subset file if ``BLITZ_CIFAR10_SUBSET`` names one.
 
 Both paths give datasets that behave alike: ``.data`` is ``N x 32 x 32 x 3`` uint8,
 ``.targets`` a list of ints, ``.classes`` the ten names, and indexing returns
@@ -139,6 +141,16 @@ def _fixes(path: Path) -> str:
     )
 
 
+def _unreadable(path: Path, err: OSError) -> SubsetError:
+    """The file is there but cannot be read: say so, not "corrupt" (notebook 04)."""
+    # Permissions are the usual cause and the one with a one-line fix.
+    perms = f" Make it readable: chmod a+r {path}." if isinstance(err, PermissionError) else ""
+    return SubsetError(
+        f"cannot read the CIFAR-10 subset at {path} ({type(err).__name__}: {err}).{perms} "
+        + _fixes(path)
+    )
+
+
 def load_cifar10_subset(
     path: str | Path,
     transform: Callable | None = None,
@@ -159,11 +171,8 @@ def load_cifar10_subset(
     if expected_sha256 is not None:
         try:
             actual = sha256_of(path)
-        except OSError as err:  # unreadable: permissions, a folder, an I/O error
-            raise SubsetError(
-                f"cannot read the CIFAR-10 subset at {path} ({type(err).__name__}: {err}). "
-                + _fixes(path)
-            ) from err
+        except OSError as err:  # unreadable: permissions, an I/O error
+            raise _unreadable(path, err) from err
         if actual != expected_sha256.lower():
             size = path.stat().st_size
             raise SubsetError(
@@ -182,6 +191,8 @@ def load_cifar10_subset(
             arrays = {k: npz[k] for k in _SUBSET_ARRAYS}
     except SubsetError:
         raise
+    except PermissionError as err:  # reached when the checksum is skipped
+        raise _unreadable(path, err) from err
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as err:
         # np.load's own errors (bad zip, truncated member, object arrays) say nothing useful.
         raise SubsetError(
@@ -282,7 +293,11 @@ def _partial_copy_note(root: Path) -> str:
 
 
 def _torchvision_cifar10(
-    root: Path, transform: Callable | None, test_transform: Callable | None, download: bool
+    root: Path,
+    transform: Callable | None,
+    test_transform: Callable | None,
+    download: bool,
+    choice: str,
 ) -> tuple[Dataset, Dataset]:
     """The full CIFAR-10 through torchvision, with a bounded download and one clear error."""
     from torchvision.datasets import CIFAR10  # imported here: the subset file does not need it
@@ -296,16 +311,19 @@ def _torchvision_cifar10(
         test = CIFAR10(root, train=False, download=download, transform=test_transform)
     except Exception as err:  # URLError, HTTPError, OSError, timeouts, torchvision's errors
         how = "download it into" if download else "find it (download=False) in"
-        subset = os.environ.get(SUBSET_ENV, "").strip()
-        tried = f"${SUBSET_ENV} is not set" if not subset else f"${SUBSET_ENV}={subset}"
+        subset_setting = f"{SUBSET_ENV}=/path/to/cifar10-subset.npz"
+        if choice == "full":  # the subset is never tried, and setting its file alone won't help
+            tried = f"the offline subset: not tried, {CHOICE_ENV}=full"
+            use_subset = f"set {CHOICE_ENV}=subset and {subset_setting}"
+        else:  # auto and subset reach this only without a subset file
+            tried = f"the offline subset: ${SUBSET_ENV} is not set"
+            use_subset = f"set {subset_setting}"
         raise CIFAR10Unavailable(
-            "CIFAR-10 is not available. Tried: "
-            f"(1) the offline subset: {tried}; "
+            f"CIFAR-10 is not available. Tried: (1) {tried}; "
             f"(2) torchvision: could not {how} {root.resolve()} "
             f"({type(err).__name__}: {err}).{_partial_copy_note(root)} "
             "Fix it in one of two ways: connect to the internet and run again (torchvision "
-            "downloads about 170 MB once), or set "
-            f"{SUBSET_ENV}=/path/to/cifar10-subset.npz (the offline subset, see "
+            f"downloads about 170 MB once), or {use_subset} (the offline subset, see "
             "shared/data/README.md)."
         ) from err
     finally:
@@ -342,11 +360,12 @@ def load_cifar10(
     if choice == "subset" and subset_file:
         return _from_subset_file(subset_file, transform, test_transform)
     try:
-        train, test = _torchvision_cifar10(root, transform, test_transform, download)
+        train, test = _torchvision_cifar10(root, transform, test_transform, download, choice)
     except CIFAR10Unavailable:
         if choice == "auto" and subset_file:
             data = _from_subset_file(subset_file, transform, test_transform)
-            note = " (the full dataset could not be downloaded)"
+            how = "downloaded" if download else "found"
+            note = f" (the full dataset could not be {how})"
             return data._replace(source=data.source + note)
         raise
     classes = tuple(train.classes)

@@ -1,7 +1,8 @@
 """One process per device: the few helpers a ``torchrun`` training script needs.
 
-Taught in ``notebooks/05_data_parallel.ipynb`` (section "DistributedDataParallel") and
-used by ``scripts/train_ddp.py``.
+Notebook 05's ``scripts/train_ddp.py`` writes its set-up in plain code for the learner to
+read (``setup()`` there); these helpers are the reusable, checked version of the same steps,
+plus :func:`exit_with_launcher` for workers that must not outlive ``torchrun``.
 
 ``torchrun`` starts one process per device and tells each one who it is through
 environment variables (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,

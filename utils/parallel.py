@@ -2,10 +2,12 @@
 
 Everything here is taught in ``notebooks/05_data_parallel.ipynb``:
 
-* :func:`to_data_parallel` -- ``nn.DataParallel`` only when there are 2+ GPUs;
+* :func:`to_data_parallel` -- ``nn.DataParallel`` only when there are 2+ GPUs (the
+  notebook writes this pattern in plain code);
 * :func:`scatter_sizes` -- how DataParallel splits a batch (``Tensor.chunk``);
 * :func:`data_parallel_or_local` -- the functional ``data_parallel`` where it can run;
-* :func:`split_batch`, :func:`replicate`, :func:`allreduce` -- the from-scratch version.
+* :func:`split_batch`, :func:`replicate`, :func:`allreduce` -- the from-scratch version;
+  the notebook writes each in its cells and checks these copies equal to its own.
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ def to_data_parallel(
     * one id: the model moves to that GPU, unwrapped (DataParallel would only add cost).
     * two or more ids: ``nn.DataParallel(model, device_ids)`` with the model on the first.
 
-    Raises ``ValueError`` naming the GPUs that do exist when an id is invalid. The wrapped
-    model raises ``ValueError`` for a batch smaller than the number of GPUs (DataParallel
-    itself would silently leave GPUs idle). Taught in notebook 05.
+    Raises ``ValueError`` naming the GPUs that do exist when an id is invalid. A batch
+    smaller than the number of GPUs is legal: DataParallel gives the first GPUs one chunk
+    each and leaves the others idle (as it does for 5, 6 or 9 samples on 4 GPUs). Notebook 05
+    writes the same pattern in plain code.
     """
     n = num_gpus()
     if device_ids is None:
@@ -67,22 +70,15 @@ def to_data_parallel(
     model = model.to(torch.device(f"cuda:{ids[0]}"))
     if len(ids) == 1:
         return model
-    wrapped = nn.DataParallel(model, device_ids=ids)
-    wrapped.register_forward_pre_hook(_batch_check(len(ids)))
-    return wrapped
-
-
-def _batch_check(n_devices: int):
-    def hook(module: nn.Module, args: tuple) -> None:
-        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-        if first is not None and first.dim() > 0:
-            check_batch_size(first.shape[0], n_devices)
-
-    return hook
+    return nn.DataParallel(model, device_ids=ids)
 
 
 def check_batch_size(batch_size: int, n_devices: int) -> None:
-    """Raise ``ValueError`` when a batch cannot give every device a sample (notebook 05)."""
+    """Raise ``ValueError`` when a batch cannot give every replica a shard (from scratch).
+
+    Only :func:`split_batch` needs this: a hand-made replica without a shard would get no
+    gradient. ``nn.DataParallel`` itself accepts such a batch and leaves GPUs idle.
+    """
     if n_devices < 1:
         raise ValueError(f"need at least one device, got {n_devices}")
     if batch_size < n_devices:
@@ -123,7 +119,6 @@ def data_parallel_or_local(
     bad = [i for i in ids if not 0 <= i < n]
     if bad or not ids:
         raise ValueError(f"invalid device id(s) {bad or ids}: {_available_gpus_text(n)}")
-    check_batch_size(inputs.shape[0], len(ids))
     return nn.parallel.data_parallel(module, inputs, device_ids=ids)
 
 

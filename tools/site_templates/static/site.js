@@ -21,6 +21,12 @@
     });
   }
 
+  // The page's own words (strings.json, written onto <body> by the templates), English
+  // when a page lacks them.
+  function word(name, fallback) {
+    return (document.body && document.body.dataset[name]) || fallback;
+  }
+
   function escapeHtml(text) {
     return text.replace(/[&<>"']/g, function (c) {
       return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
@@ -34,9 +40,16 @@
     return (start > 0 ? "… " : "") + text.slice(start, at + term.length + 100) + " …";
   }
 
+  // Terms are matched as substrings, which is what Chinese needs: it has no spaces between
+  // words, so 张量 must find 张量的形状. Chinese punctuation separates terms like spaces.
+  function termsOf(query) {
+    return query.toLowerCase().split(/[\s\u3000-\u303f\uff01\uff0c\uff1a\uff1b\uff1f]+/)
+      .filter(Boolean);
+  }
+
   function search(query) {
     var index = window.BLITZ_SEARCH_INDEX || [];
-    var terms = query.toLowerCase().split(/\s+/).filter(Boolean);
+    var terms = termsOf(query);
     if (!terms.length) { return []; }
     return index.map(function (entry) {
       var section = entry.section.toLowerCase();
@@ -65,9 +78,10 @@
         var href = e.page + (e.anchor ? "#" + e.anchor : "");
         return '<li><a href="' + escapeHtml(href) + '">' + escapeHtml(e.section) + "</a>" +
           ' <span class="blitz-search-lesson">' + escapeHtml(e.lesson) + "</span>" +
-          "<p>" + escapeHtml(snippet(e.text, query.toLowerCase().split(/\s+/)[0])) + "</p></li>";
+          "<p>" + escapeHtml(snippet(e.text, termsOf(query)[0])) + "</p></li>";
       }).join("");
-      status.textContent = query ? hits.length + (hits.length === 1 ? " match" : " matches") : "";
+      var count = hits.length === 1 ? word("oneMatch", "{n} match") : word("matches", "{n} matches");
+      status.textContent = query ? count.replace("{n}", hits.length) : "";
     }
     var params = new URLSearchParams(window.location.search);
     if (params.get("q")) { input.value = params.get("q"); }
@@ -104,7 +118,8 @@
       button.className = "blitz-solution-toggle";
       function set(show) {
         hidden.forEach(function (cell) { cell.hidden = !show; });
-        button.textContent = show ? "Hide the solution" : "Show the solution";
+        button.textContent = show ? word("hideSolution", "Hide the solution")
+                                  : word("showSolution", "Show the solution");
         button.setAttribute("aria-expanded", String(show));
       }
       button.addEventListener("click", function () { set(hidden[0].hidden); });

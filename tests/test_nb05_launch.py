@@ -1,0 +1,68 @@
+"""utils.launch: the one torchrun command builder of notebook 05, tests/test_ddp.py and the bench.
+
+Only the commands and environments are checked here (fast); tests/test_ddp.py runs them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from utils import launch
+
+
+def test_no_torchrun_for_zero_processes() -> None:
+    assert launch.torchrun_argv("s.py", ["--x", "1"], nproc_per_node=0) == [
+        sys.executable,
+        "s.py",
+        "--x",
+        "1",
+    ]
+
+
+def test_one_node_is_standalone_with_a_bounded_rendezvous() -> None:
+    argv = launch.torchrun_argv("s.py", ["--x"], nproc_per_node=2, rdzv_timeout_s=7)
+    assert argv[:4] == [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
+    assert "--standalone" in argv and "--rdzv-conf=join_timeout=7" in argv
+    assert argv[-2:] == ["s.py", "--x"]
+
+
+def test_several_nodes_meet_at_the_endpoint_with_their_node_rank() -> None:
+    argv = launch.torchrun_argv(
+        "s.py", nproc_per_node=1, nnodes=2, node_rank=1, endpoint="127.0.0.1:1234"
+    )
+    for flag in ("--nnodes=2", "--node-rank=1", "--rdzv-backend=static",
+                 "--rdzv-endpoint=127.0.0.1:1234", "--rdzv-conf=timeout=60"):  # fmt: skip
+        assert flag in argv
+    assert "--standalone" not in argv
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"nproc_per_node": -1},
+        {"nproc_per_node": 1, "nnodes": 2, "node_rank": 2, "endpoint": "h:1"},
+        {"nproc_per_node": 1, "nnodes": 2},  # no endpoint
+        {"nproc_per_node": 0, "nnodes": 2, "endpoint": "h:1"},
+    ],
+)
+def test_nonsensical_launches_are_refused(kwargs) -> None:
+    with pytest.raises(ValueError):
+        launch.torchrun_argv("s.py", **kwargs)
+
+
+def test_worker_env_sets_threads_and_device_and_drops_torchrun_variables(monkeypatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("MASTER_PORT", "1")
+    env = launch.worker_env(threads=2, force_cpu=False)
+    assert env["OMP_NUM_THREADS"] == "2" and env["BLITZ_FORCE_CPU"] == "0"
+    assert "RANK" not in env and "MASTER_PORT" not in env
+    assert launch.worker_env()["BLITZ_FORCE_CPU"] == "1"
+
+
+def test_a_failed_launch_names_its_exit_code() -> None:
+    argv = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    with pytest.raises(RuntimeError, match="exit code 3"):
+        launch.launch(argv, timeout_s=60)
+    assert launch.launch(argv, timeout_s=60, check=False).returncode == 3
