@@ -84,9 +84,11 @@ translations: $(STAMP)
 html: $(STAMP)
 	$(BIN)/python tools/build_site.py --out build/site $(if $(filter 1,$(EXECUTE)),--execute,)
 
+# The Chinese notebooks carry the same outputs: they are rebuilt after the English ones.
 refresh: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 $(NOTEBOOKS)
+	$(BIN)/python tools/i18n.py build
 
 # Benchmarks print ratios; they are never part of `make test`. They use a GPU when present.
 bench: BLITZ_FORCE_CPU = 0

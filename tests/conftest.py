@@ -5,8 +5,9 @@ Import them as ``from tests.conftest import ROOT, NOTEBOOKS, free_port``.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
+
+from utils.launch import free_port  # the one definition, shared with notebook 05
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -18,10 +19,4 @@ def lesson_notebooks() -> list[Path]:
 
 
 NOTEBOOKS = lesson_notebooks()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = ["NOTEBOOKS", "NOTEBOOKS_DIR", "ROOT", "free_port", "lesson_notebooks"]

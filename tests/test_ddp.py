@@ -103,24 +103,15 @@ def test_two_nodes_on_loopback_agree(single: Path, tmp_path: Path) -> None:
     port = free_port()
     outs = [tmp_path / "node0", tmp_path / "node1"]
     launchers = [
-        subprocess.Popen(
+        launch.start(
             torchrun(1, outs[i], nnodes=2, node_rank=i, port=port),
-            env=child_env(),
+            child_env(),
             cwd=ROOT,
-            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
-        )
+        )  # fmt: skip
         for i in (0, 1)
     ]
-    logs = []
-    try:
-        for p in launchers:
-            logs.append(p.communicate(timeout=LAUNCH_TIMEOUT)[0])
-    finally:
-        for p in launchers:
-            if p.poll() is None:
-                p.kill()
+    logs = [out for out, _ in launch.finish(launchers, timeout_s=LAUNCH_TIMEOUT)]
     assert [p.returncode for p in launchers] == [0, 0], "\n".join(logs)
     assert "epoch 1:" in logs[0] and "epoch" not in logs[1]  # node 0 holds global rank 0
     assert not (outs[1] / "model.pt").exists()  # rank 1 (node 1) writes nothing

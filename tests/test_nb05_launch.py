@@ -66,3 +66,18 @@ def test_a_failed_launch_names_its_exit_code() -> None:
     with pytest.raises(RuntimeError, match="exit code 3"):
         launch.launch(argv, timeout_s=60)
     assert launch.launch(argv, timeout_s=60, check=False).returncode == 3
+
+
+def test_free_ports_lie_outside_the_ephemeral_range() -> None:
+    # a client retrying to connect to an ephemeral port can end up connected to itself
+    ports = {launch.free_port() for _ in range(20)}
+    assert all(20000 <= p < 32000 for p in ports) and len(ports) > 1
+
+
+def test_finish_bounds_the_wait_and_kills_what_still_runs() -> None:
+    quick = launch.start([sys.executable, "-c", "print('done')"])
+    stuck = launch.start([sys.executable, "-c", "import time; time.sleep(600)"])
+    with pytest.raises(TimeoutError, match=r"launches \[1\] still ran after 5 s"):
+        launch.finish([quick, stuck], timeout_s=5)
+    assert stuck.poll() is not None  # killed, not left behind
+    assert launch.finish([launch.start([sys.executable, "-c", "print('hi')"])]) == [("hi\n", "")]

@@ -13,9 +13,11 @@ machines). ``nproc_per_node=0`` means: no ``torchrun``, the script as one plain 
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,11 +26,23 @@ _TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTE
                   "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID")  # fmt: skip
 
 
+# Below every system's range of ephemeral ports (Linux 32768-60999, macOS and Windows
+# 49152-65535): no outgoing connection is given such a port meanwhile, and a client that
+# retries connecting to it before its server listens cannot connect to itself.
+_PORTS = range(20000, 32000)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range."""
+    rng = random.Random()  # not the seeded global generator: parallel runs must differ
+    for port in rng.sample(_PORTS, 200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free TCP port on 127.0.0.1 in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 def torchrun_argv(
@@ -87,6 +101,30 @@ def start(argv: Sequence[str], env: dict[str, str] | None = None, **popen_kwargs
     popen_kwargs.setdefault("stdout", subprocess.PIPE)
     popen_kwargs.setdefault("stderr", subprocess.PIPE)
     return subprocess.Popen(list(argv), env=env or worker_env(), text=True, **popen_kwargs)
+
+
+def finish(procs: Sequence[subprocess.Popen], timeout_s: float = 300) -> list[tuple[str, str]]:
+    """Wait for launches started with :func:`start`, all of them within ``timeout_s`` seconds.
+
+    Returns each one's ``(stdout, stderr)``. At the deadline every launch still running is
+    killed (its workers exit with it) and ``TimeoutError`` says which ones were waiting.
+    """
+    deadline = time.monotonic() + timeout_s
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=max(deadline - time.monotonic(), 0.1)))
+    except subprocess.TimeoutExpired:
+        waiting = [i for i, p in enumerate(procs) if p.poll() is None]
+        raise TimeoutError(
+            f"launches {waiting} still ran after {timeout_s:.0f} s; killed them"
+        ) from None
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return outputs
 
 
 def launch(
