@@ -19,7 +19,7 @@ BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
 export BLITZ_CIFAR10_SUBSET
 
 
-.PHONY: help venv lab test test-portable test-gpu lint refresh clean html bench translations
+.PHONY: help venv lab data-link test test-portable test-gpu lint refresh clean html bench translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed)"
@@ -47,8 +47,14 @@ $(STAMP): requirements.txt pyproject.toml
 # Exported, never written into the recipe: a command line is visible to every user (ps).
 lab: export LAB_PORT := $(LAB_PORT)
 lab: export LAB_TOKEN := $(LAB_TOKEN)
-lab: $(STAMP)
+lab: $(STAMP) data-link
 	$(BIN)/python -m tools.lab
+
+# One CIFAR-10 download for both languages: the Chinese notebooks run in notebooks/zh and
+# reach the English notebooks' data/ through a link (a folder already there is left alone).
+data-link:
+	@mkdir -p notebooks/data
+	@test -e notebooks/zh/data || test -L notebooks/zh/data || ln -s ../data notebooks/zh/data
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
