@@ -95,66 +95,11 @@ def test_split_batch_errors() -> None:
         utils.split_batch(torch.zeros(5, 1), torch.zeros(4), [cpu])
 
 
-def test_functional_data_parallel_fails_on_cpu_and_the_helper_falls_back(monkeypatch) -> None:
+def test_functional_data_parallel_fails_on_cpu(monkeypatch) -> None:
+    # what notebook 05 shows: without a GPU the functional form cannot run at all
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    model, X = nn.Linear(4, 2), torch.randn(6, 4)
     with pytest.raises(RuntimeError, match="device type could not be determined"):
-        nn.parallel.data_parallel(model, X)
-    torch.testing.assert_close(utils.data_parallel_or_local(model, X), model(X))
-
-
-def test_wrapped_model_accepts_a_batch_smaller_than_the_gpus(monkeypatch) -> None:
-    monkeypatch.delenv("BLITZ_FORCE_CPU", raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
-    monkeypatch.setattr(nn.Module, "to", lambda self, *a, **k: self)
-
-    class FakeDP(nn.Module):  # calls the module, as DataParallel does without GPUs
-        def __init__(self, module, device_ids):
-            super().__init__()
-            self.module = module
-
-        def forward(self, x):
-            return self.module(x)
-
-    monkeypatch.setattr(nn, "DataParallel", FakeDP)
-    wrapped = utils.to_data_parallel(nn.Linear(4, 2))
-    assert wrapped(torch.randn(4, 4)).shape == (4, 2)
-    # legal: DataParallel gives 3 GPUs a sample each and leaves the 4th idle (a last batch)
-    assert wrapped(torch.randn(3, 4)).shape == (3, 2)
-
-
-def test_torchrun_env(monkeypatch) -> None:
-    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
-        monkeypatch.delenv(var, raising=False)
-    assert utils.torchrun_env() is None
-    ctx = utils.init_distributed(force_cpu=True)
-    assert (ctx.rank, ctx.world_size, ctx.backend, ctx.distributed, ctx.is_main) == (
-        0,
-        1,
-        None,
-        False,
-        True,
-    )
-    monkeypatch.setenv("RANK", "1")
-    with pytest.raises(RuntimeError, match="not LOCAL_RANK, WORLD_SIZE.*torchrun"):
-        utils.torchrun_env()
-    monkeypatch.setenv("LOCAL_RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "two")
-    with pytest.raises(ValueError, match="WORLD_SIZE='two' is not an integer"):
-        utils.torchrun_env()
-    monkeypatch.setenv("WORLD_SIZE", "1")
-    with pytest.raises(ValueError, match="RANK=1 must be smaller than WORLD_SIZE=1"):
-        utils.torchrun_env()
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    assert utils.torchrun_env() == {"rank": 1, "local_rank": 1, "world_size": 2}
-
-
-def test_backend_for() -> None:
-    assert utils.backend_for("cpu") == "gloo"
-    assert utils.backend_for(torch.device("cuda", 1)) == "nccl"
-    assert utils.backend_for("mps") == "gloo"
+        nn.parallel.data_parallel(nn.Linear(4, 2), torch.randn(6, 4))
 
 
 def test_resnet18_shapes_and_stem() -> None:

@@ -8,7 +8,6 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 import utils
 
@@ -65,79 +64,3 @@ def test_plot_curves_draws_each_series() -> None:
     with pytest.raises(ValueError):
         utils.plot_curves({})
     plt.close("all")
-
-
-@pytest.fixture
-def gpus(monkeypatch: pytest.MonkeyPatch):
-    """Pretend to have ``n`` GPUs; ``.to(cuda)`` is recorded instead of performed."""
-    moves: list[torch.device] = []
-
-    def set_n(n: int) -> list[torch.device]:
-        monkeypatch.delenv("BLITZ_FORCE_CPU", raising=False)
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
-        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
-        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-
-        def fake_to(self, device, *a, **k):
-            moves.append(torch.device(device))
-            return self
-
-        monkeypatch.setattr(nn.Module, "to", fake_to)
-        return moves
-
-    return set_n
-
-
-def test_wrapper_on_cpu_returns_the_model_unwrapped(gpus) -> None:
-    moves = gpus(0)
-    model = nn.Linear(2, 2)
-    assert utils.to_data_parallel(model) is model
-    assert moves == [torch.device("cpu")]
-
-
-def test_wrapper_single_gpu_is_not_wrapped(gpus) -> None:
-    moves = gpus(1)
-    model = nn.Linear(2, 2)
-    assert utils.to_data_parallel(model) is model
-    assert moves == [torch.device("cuda:0")]
-    moves.clear()
-    gpus(3)
-    assert utils.to_data_parallel(model, device_ids=[2]) is model
-    assert moves == [torch.device("cuda:2")]
-
-
-def test_wrapper_wraps_with_two_or_more_gpus(gpus, monkeypatch) -> None:
-    gpus(4)
-    made = {}
-
-    class FakeDP(nn.Module):
-        def __init__(self, module, device_ids):
-            super().__init__()
-            made["ids"] = device_ids
-            self.module = module
-
-    monkeypatch.setattr(nn, "DataParallel", FakeDP)
-    wrapped = utils.to_data_parallel(nn.Linear(2, 2), device_ids=[1, "cuda:3"])
-    assert isinstance(wrapped, FakeDP)
-    assert made["ids"] == [1, 3]
-    wrapped = utils.to_data_parallel(nn.Linear(2, 2))
-    assert made["ids"] == [0, 1, 2, 3]
-
-
-def test_wrapper_bad_ids_name_the_existing_devices(gpus) -> None:
-    gpus(2)
-    with pytest.raises(ValueError, match=r"invalid device id\(s\) \[5\].*cuda:0, cuda:1"):
-        utils.to_data_parallel(nn.Linear(2, 2), device_ids=[0, 5])
-    with pytest.raises(ValueError, match="duplicates"):
-        utils.to_data_parallel(nn.Linear(2, 2), device_ids=[0, 0])
-    with pytest.raises(ValueError, match="empty"):
-        utils.to_data_parallel(nn.Linear(2, 2), device_ids=[])
-    with pytest.raises(ValueError, match="CUDA"):
-        utils.to_data_parallel(nn.Linear(2, 2), device_ids=["cpu"])
-
-
-def test_wrapper_bad_ids_without_gpus_say_so(gpus) -> None:
-    gpus(0)
-    with pytest.raises(ValueError, match="no usable CUDA GPU"):
-        utils.to_data_parallel(nn.Linear(2, 2), device_ids=[0])

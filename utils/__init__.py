@@ -24,23 +24,14 @@ from .data import (
     to_tensors,
 )
 from .device import device_summary, get_device, num_gpus, try_all_gpus, try_gpu
-from .distributed import (
-    DistContext,
-    backend_for,
-    cleanup_distributed,
-    exit_with_launcher,
-    init_distributed,
-    torchrun_env,
-)
+from .distributed import exit_with_launcher
 from .models import LeNet
 from .parallel import (
     allreduce,
     check_batch_size,
-    data_parallel_or_local,
     replicate,
     scatter_sizes,
     split_batch,
-    to_data_parallel,
 )
 from .resnet import ResNet18
 from .seed import seed_everything
@@ -56,20 +47,15 @@ __all__ = [
     "make_loader",
     "save_atomically",
     "save_checkpoint",
-    "DistContext",
     "LeNet",
     "ResNet18",
     "allreduce",
-    "backend_for",
     "check_batch_size",
-    "cleanup_distributed",
     "exit_with_launcher",
-    "data_parallel_or_local",
     "denormalize",
     "device_summary",
     "get_device",
     "imshow",
-    "init_distributed",
     "num_gpus",
     "plot_curves",
     "launch",
@@ -79,9 +65,7 @@ __all__ = [
     "seed_everything",
     "split_batch",
     "subset_from_full",
-    "to_data_parallel",
     "to_tensors",
-    "torchrun_env",
     "try_all_gpus",
     "try_gpu",
     "unwrap_model",

@@ -1,11 +1,6 @@
-"""Putting a model on one GPU or several, and data parallelism written by hand.
+"""Data parallelism written by hand, as taught in ``notebooks/05_data_parallel.ipynb``.
 
-Everything here is taught in ``notebooks/05_data_parallel.ipynb``:
-
-* :func:`to_data_parallel` -- ``nn.DataParallel`` only when there are 2+ GPUs (the
-  notebook writes this pattern in plain code);
 * :func:`scatter_sizes` -- how DataParallel splits a batch (``Tensor.chunk``);
-* :func:`data_parallel_or_local` -- the functional ``data_parallel`` where it can run;
 * :func:`split_batch`, :func:`replicate`, :func:`allreduce` -- the from-scratch version;
   the notebook writes each in its cells and checks these copies equal to its own.
 """
@@ -15,62 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import nn
-
-from .device import get_device, num_gpus
-
-
-def _available_gpus_text(n: int) -> str:
-    if n == 0:
-        return "this machine has no usable CUDA GPU (pass device_ids=None to run on the CPU)"
-    names = ", ".join(f"cuda:{i}" for i in range(n))
-    return f"this machine has {n} CUDA GPU(s): {names}"
-
-
-def _as_index(d: int | str | torch.device) -> int:
-    dev = torch.device(d) if isinstance(d, str) else d
-    if isinstance(dev, torch.device):
-        if dev.type != "cuda":
-            raise ValueError(f"device_ids must name CUDA GPUs, got {dev}")
-        return 0 if dev.index is None else dev.index
-    if isinstance(dev, bool) or not isinstance(dev, int):
-        raise TypeError(f"device ids must be ints or CUDA devices, got {d!r}")
-    return dev
-
-
-def to_data_parallel(
-    model: nn.Module, device_ids: Sequence[int | str | torch.device] | None = None
-) -> nn.Module:
-    """Put ``model`` on the right device; wrap it in ``nn.DataParallel`` only for 2+ GPUs.
-
-    * ``device_ids=None``: use every visible GPU; with none, the model goes to
-      :func:`utils.get_device` (MPS or CPU) and is returned unwrapped.
-    * one id: the model moves to that GPU, unwrapped (DataParallel would only add cost).
-    * two or more ids: ``nn.DataParallel(model, device_ids)`` with the model on the first.
-
-    Raises ``ValueError`` naming the GPUs that do exist when an id is invalid. A batch
-    smaller than the number of GPUs is legal: DataParallel gives the first GPUs one chunk
-    each and leaves the others idle (as it does for 5, 6 or 9 samples on 4 GPUs). Notebook 05
-    writes the same pattern in plain code.
-    """
-    n = num_gpus()
-    if device_ids is None:
-        if n == 0:
-            return model.to(get_device())
-        ids = list(range(n))
-    else:
-        ids = [_as_index(d) for d in device_ids]
-        if not ids:
-            raise ValueError("device_ids is empty: pass None to use every available device")
-        bad = [i for i in ids if not 0 <= i < n]
-        if bad:
-            raise ValueError(f"invalid device id(s) {bad}: {_available_gpus_text(n)}")
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"device_ids has duplicates: {ids}")
-    model = model.to(torch.device(f"cuda:{ids[0]}"))
-    if len(ids) == 1:
-        return model
-    return nn.DataParallel(model, device_ids=ids)
 
 
 def check_batch_size(batch_size: int, n_devices: int) -> None:
@@ -99,27 +38,6 @@ def scatter_sizes(batch_size: int, n_devices: int) -> list[int]:
     if batch_size < 1 or n_devices < 1:
         raise ValueError(f"batch_size and n_devices must be >= 1, got {batch_size}, {n_devices}")
     return [len(c) for c in torch.arange(batch_size).chunk(n_devices)]
-
-
-def data_parallel_or_local(
-    module: nn.Module,
-    inputs: torch.Tensor,
-    device_ids: Sequence[int] | None = None,
-) -> torch.Tensor:
-    """``torch.nn.parallel.data_parallel`` on the GPUs, or a plain call where there are none.
-
-    The functional form only runs on CUDA (on the CPU it raises "device type could not be
-    determined"); without a GPU this calls ``module(inputs)``, which is what DataParallel
-    does too. ``device_ids=None`` means every visible GPU. Taught in notebook 05.
-    """
-    n = num_gpus()
-    if n == 0:
-        return module(inputs)
-    ids = list(range(n)) if device_ids is None else list(device_ids)
-    bad = [i for i in ids if not 0 <= i < n]
-    if bad or not ids:
-        raise ValueError(f"invalid device id(s) {bad or ids}: {_available_gpus_text(n)}")
-    return nn.parallel.data_parallel(module, inputs, device_ids=ids)
 
 
 def split_batch(
