@@ -7,30 +7,30 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-# Same thread count everywhere so stored outputs compare like with like.
-export OMP_NUM_THREADS ?= 2
-# Stored outputs are CPU outputs: tests and refreshes use the CPU unless told otherwise
-# (`make test BLITZ_FORCE_CPU=0` runs the notebooks on your GPU; numbers may then differ).
-export BLITZ_FORCE_CPU ?= 1
-# Offline CIFAR-10 subset file (see README): `make test` uses it (BLITZ_CIFAR10=subset), `make
-# lab` only when the full dataset cannot be downloaded. Defaults to the team's shared copy
-# beside the checkout when there is one; empty: the subset is cut from the full download.
+# How the notebooks run under test (CPU, two threads, the CIFAR-10 subset) is defined once, in
+# tools/contract.py: pytest, `make refresh` and `make test-gpu` apply it themselves.
+# `make lab` and `make bench` use the team's offline subset beside the checkout when the full
+# dataset cannot be downloaded (see README).
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
-export BLITZ_CIFAR10_SUBSET
+lab bench: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
 
 
-.PHONY: help venv lab data-link test test-portable test-gpu lint refresh clean html bench translations
+.PHONY: help venv lab data-link test test-portable test-gpu lint utils refresh clean html bench translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
 	@echo "make test-portable - nbval again under other CPU kernels and thread counts"
 	@echo "make test-gpu - every notebook on your GPU (their asserts check it), unit tests on it"
+	@echo "make lint     - ruff check and ruff format --check (.py and .ipynb)"
+	@echo "make utils    - rewrite utils' lesson modules from the notebooks' cells tagged save"
 	@echo "make refresh  - re-execute every notebook in place on the CPU (authors only)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
 	@echo "make clean    - remove the environment, caches and build output"
+	@echo "make venv     - only create or update .venv (every target does it first)"
+	@echo "make data-link - link notebooks/zh/data to notebooks/data (make lab does it)"
 
 venv: $(STAMP)
 
@@ -60,14 +60,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Stored outputs of 04-05 come from the 6,000-image subset: tests always use it (from the
-# file, or cut from the full download).
-test test-portable test-gpu refresh: export BLITZ_CIFAR10 = subset
-
+# pytest's options and environment for the notebooks: pyproject.toml and tools/contract.py.
 test: lint
-	$(BIN)/python -m pytest --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=600 \
-		-p tests.notebook_timing
+	$(BIN)/python -m pytest --nbval
 
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
 test-portable: $(STAMP)
@@ -78,7 +73,7 @@ test-portable: $(STAMP)
 # check), then the unit tests without the CPU opt-out. Both run; either failing fails.
 test-gpu: export BLITZ_FORCE_CPU = 0
 test-gpu: $(STAMP)
-	@rc=0; $(BIN)/python tools/run_notebooks.py $(NOTEBOOKS) || rc=1; \
+	@rc=0; $(BIN)/python -m tools.run_notebooks $(NOTEBOOKS) || rc=1; \
 	$(BIN)/python -m pytest tests -q || rc=1; exit $$rc
 
 # The Chinese notebooks: the English ones with the catalogs' markdown (same code and outputs).
@@ -90,14 +85,17 @@ translations: $(STAMP)
 html: $(STAMP)
 	$(BIN)/python tools/build_site.py --out build/site $(if $(filter 1,$(EXECUTE)),--execute,)
 
-# The Chinese notebooks carry the same outputs: they are rebuilt after the English ones.
-refresh: $(STAMP)
-	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 $(NOTEBOOKS)
+# Lesson code reused by later lessons: utils/<lesson>.py from the cells tagged `save`.
+utils: $(STAMP)
+	$(BIN)/python tools/save_cells.py write
+
+# Stored outputs, without timestamps. The Chinese notebooks carry the same outputs: they are
+# rebuilt after the English ones.
+refresh: utils
+	$(BIN)/python -m tools.run_notebooks --inplace $(NOTEBOOKS)
 	$(BIN)/python tools/i18n.py build
 
 # Benchmarks print ratios; they are never part of `make test`. They use a GPU when present.
-bench: BLITZ_FORCE_CPU = 0
 bench: $(STAMP)
 	$(BIN)/python bench/cifar10.py
 	$(BIN)/python bench/ddp_scaling.py

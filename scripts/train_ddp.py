@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
@@ -56,7 +57,7 @@ def setup() -> tuple[int, int, torch.device]:
         utils.exit_with_launcher()
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])  # this process's number on its machine
-    if utils.num_gpus() >= int(os.environ["LOCAL_WORLD_SIZE"]):  # one GPU per process
+    if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):  # one GPU per process
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", timeout=timedelta(seconds=60), device_id=device)
@@ -77,8 +78,11 @@ def make_data(args: argparse.Namespace) -> tuple[TensorDataset, TensorDataset]:
         )
     cifar = utils.load_cifar10(root="data")  # notebook 04's loader
     mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
-    train = TensorDataset(*utils.to_tensors(cifar.train, mean, std, args.num_train))
-    return train, TensorDataset(*utils.to_tensors(cifar.test, mean, std, args.num_test))
+    parts = []
+    for split, n in ((cifar.train, args.num_train), (cifar.test, args.num_test)):
+        first = SimpleNamespace(data=split.data[:n], targets=split.targets[:n])  # n images only
+        parts.append(TensorDataset(*utils.to_tensors(first, mean, std)))  # notebook 04's
+    return parts[0], parts[1]
 
 
 @torch.no_grad()

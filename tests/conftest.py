@@ -1,22 +1,11 @@
-"""What the tests share: the repository's paths, the lesson notebooks and a free port.
+"""The test contract (tools/contract.py) for every pytest run, and the fixtures tests share.
 
-Import them as ``from tests.conftest import ROOT, NOTEBOOKS, free_port``.
+Applied before any test module imports torch, so that ``pytest --nbval notebooks/...``
+from a fresh shell runs the notebooks as ``make test`` does.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from tools import contract
 
-from utils.launch import free_port  # the one definition, shared with notebook 05
-
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS_DIR = ROOT / "notebooks"
-
-
-def lesson_notebooks() -> list[Path]:
-    """The lessons nbval checks: ``notebooks/*.ipynb``, sorted (not subfolders)."""
-    return sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
-
-
-NOTEBOOKS = lesson_notebooks()
-__all__ = ["NOTEBOOKS", "NOTEBOOKS_DIR", "ROOT", "free_port", "lesson_notebooks"]
+contract.apply()

@@ -1,13 +1,16 @@
-"""Execute notebooks top to bottom with nbclient and report each one: ``make test-gpu`` uses it.
+"""Execute notebooks top to bottom with nbclient and report each one: ``make test-gpu`` and
+``make refresh`` use it.
 
 No output is compared: on a GPU the numbers differ from the stored CPU outputs by design,
 so the notebooks' own assertions are the check. Each notebook runs with its own folder as
-the working directory (relative paths such as ``data/`` behave as in Lab) and inherits this
-process's environment (``BLITZ_FORCE_CPU``, ``BLITZ_CIFAR10``, ...). Executed copies go to
-``--out-dir``; the stored notebooks are never touched. Works on the CPU too.
+the working directory (relative paths such as ``data/`` behave as in Lab), in the
+environment of the test contract (tools/contract.py). Executed copies go to ``--out-dir``;
+with ``--inplace`` (``make refresh``) the notebooks themselves are rewritten instead, only
+when every cell ran, and without execution timestamps, so a diff shows what really changed.
 
     python tools/run_notebooks.py notebooks/*.ipynb             # every lesson
     python tools/run_notebooks.py --timeout 300 notebooks/05_data_parallel.ipynb
+    python tools/run_notebooks.py --inplace notebooks/*.ipynb   # store fresh outputs
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
+try:
+    from tools import contract
+except ImportError:  # run as a script: tools/ is sys.path[0]
+    import contract  # type: ignore[no-redef]
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAD_LINES = 3  # of the failing cell's source
 TAIL_LINES = 8  # of the traceback: the exception and the frames nearest to it
@@ -38,7 +46,7 @@ class Result:
 
 
 def describe_device() -> tuple[str, bool]:
-    """What the notebooks will run on (utils' own summary), and whether that is an accelerator.
+    """What the notebooks will run on, and whether that is an accelerator.
 
     Computed here with the same environment the kernels inherit, so it is what they will see.
     """
@@ -46,8 +54,9 @@ def describe_device() -> tuple[str, bool]:
 
     import utils
 
-    text = f"{utils.device_summary()}\ntorch.cuda.device_count(): {torch.cuda.device_count()}"
-    return text, utils.get_device().type != "cpu"
+    device = utils.get_device()
+    text = f"PyTorch {torch.__version__}, GPUs: {torch.cuda.device_count()}, device: {device}"
+    return text, device.type != "cpu"
 
 
 def _indent(lines: list[str]) -> str:
@@ -81,8 +90,9 @@ def _failure_report(
     return f"  FAILED at {where}\n    error:\n{_indent(_error_tail(err, timeout))}"
 
 
-def run_one(path: Path, out_dir: Path, timeout: int, kernel: str) -> Result:
-    """Execute one notebook in its own folder and write the executed copy to ``out_dir``."""
+def run_one(path: Path, out_dir: Path | None, timeout: int, kernel: str) -> Result:
+    """Execute one notebook in its own folder; write the executed copy to ``out_dir``, or
+    (``out_dir`` None) over the notebook itself if every cell ran."""
     nb = nbformat.read(path, as_version=4)
     running: list[int] = []  # index of the cell being executed, set by nbclient's hook
 
@@ -95,6 +105,7 @@ def run_one(path: Path, out_dir: Path, timeout: int, kernel: str) -> Result:
         kernel_name=kernel,
         resources={"metadata": {"path": str(path.parent)}},  # the kernel's working directory
         on_cell_execute=on_cell_execute,
+        record_timing=out_dir is not None,  # stored notebooks keep no timestamps
     )
     start = time.perf_counter()
     try:
@@ -106,6 +117,12 @@ def run_one(path: Path, out_dir: Path, timeout: int, kernel: str) -> Result:
         result = Result(
             False, time.perf_counter() - start, _failure_report(nb, index, err, timeout)
         )
+    if out_dir is None:
+        if result.passed:
+            for cell in nb.cells:  # timestamps an older run left
+                cell.metadata.pop("execution", None)
+            nbformat.write(nb, path)
+        return result
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / path.name)  # also when it failed: outputs up to the error
     return result
@@ -121,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         default=ROOT / "build" / "gpu-run",
         help="where the executed copies go (default build/gpu-run)",
     )
+    parser.add_argument(
+        "--inplace", action="store_true", help="store the outputs in the notebooks (make refresh)"
+    )
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
     args = parser.parse_args(argv)
+    contract.apply()
     missing = [str(p) for p in args.notebooks if not p.is_file()]
     if missing:
         parser.error(f"no such notebook: {', '.join(missing)}")
@@ -137,12 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     except NoSuchKernel:
         known = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none"
         parser.error(f"no Jupyter kernel named {args.kernel!r} (installed: {known})")
-    try:
-        text, accelerated = describe_device()
-    except ValueError as err:  # e.g. a BLITZ_FORCE_CPU typo: the notebooks would fail the same
-        parser.error(str(err))
+    text, accelerated = describe_device()
     print(text, flush=True)
-    if not accelerated:
+    if not accelerated and not args.inplace:
         print(
             "WARNING: running on the CPU: this checks nothing GPU-specific "
             "(see the lines above for why no accelerator was selected)",
@@ -150,16 +168,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     failed = 0
     for path in args.notebooks:
-        result = run_one(path.resolve(), args.out_dir, args.timeout, args.kernel)
+        out_dir = None if args.inplace else args.out_dir
+        result = run_one(path.resolve(), out_dir, args.timeout, args.kernel)
         print(
             f"{'OK    ' if result.passed else 'FAILED'} {result.seconds:6.1f} s  {path}", flush=True
         )
         if not result.passed:
             print(result.report, flush=True)
             failed += 1
-    print(
-        f"{len(args.notebooks) - failed} passed, {failed} failed; executed copies in {args.out_dir}"
-    )
+    where = "stored in place (failed ones left as they were)" if args.inplace else args.out_dir
+    print(f"{len(args.notebooks) - failed} passed, {failed} failed; executed copies: {where}")
     return 1 if failed else 0
 
 

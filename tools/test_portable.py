@@ -38,14 +38,6 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
-def nbval_command(notebooks: list[str]) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env",
-        "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--nbval-cell-timeout=600",
-        "-q", *notebooks,
-    ]  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=sorted(VARIANTS), help="a variant")
@@ -54,11 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(VARIANTS)
     results = []
     for name in names:
-        env = {**os.environ, "OMP_NUM_THREADS": "2", "BLITZ_FORCE_CPU": "1", **VARIANTS[name]}
+        env = {**os.environ, **VARIANTS[name]}  # pytest adds the rest (tools/contract.py)
         settings = " ".join(f"{k}={v}" for k, v in VARIANTS[name].items())
         print(f"\n=== variant {name}: {settings}", flush=True)
         start = time.perf_counter()
-        rc = subprocess.run(nbval_command(args.notebooks), cwd=ROOT, env=env).returncode
+        command = [sys.executable, "-m", "pytest", "--nbval", "-q", *args.notebooks]
+        rc = subprocess.run(command, cwd=ROOT, env=env).returncode
         results.append((name, rc, time.perf_counter() - start))
     print("\n=== test-portable summary")
     for name, rc, seconds in results:

@@ -1,82 +1,62 @@
-"""Small helpers shared by the notebooks; each one's docstring names where it is taught."""
+"""What the lessons share: their own code, saved from the cells that teach it, and the little
+that no lesson teaches (the offline CIFAR-10 subset, checkpoint safety, launching workers).
 
-from __future__ import annotations
+``utils/tensors.py``, ``neural_networks.py``, ``cifar10.py`` and ``data_parallel.py`` are
+written by ``tools/save_cells.py`` from the notebooks' cells tagged ``save``: edit the
+notebook, then run ``make utils``. The other modules are written by hand.
+"""
 
-import importlib
-from typing import Any
-
-from . import launch, recipe
-from .checkpoint import (
-    CheckpointError,
-    load_checkpoint,
-    lock_folder,
-    save_atomically,
-    save_checkpoint,
-    unwrap_model,
-)
-from .data import (
-    CIFAR10Data,
-    CIFAR10Unavailable,
-    SubsetError,
-    load_cifar10,
-    make_loader,
-    subset_from_full,
+from . import launch
+from .checkpoint import CheckpointError, load_checkpoint, lock_folder, save_checkpoint, unwrap_model
+from .cifar10 import (
+    accuracy,
+    amp_dtype_for,
+    augment,
+    better_net,
+    conv_block,
+    imshow,
+    one_cycle,
+    sgd,
     to_tensors,
+    train_one_epoch,
 )
-from .device import device_summary, get_device, num_gpus, try_all_gpus, try_gpu
+from .data import CIFAR10Data, CIFAR10Unavailable, SubsetError, load_cifar10, subset_from_full
+from .data_parallel import allreduce, replicate, split_batch
 from .distributed import exit_with_launcher
-from .models import LeNet
-from .parallel import (
-    allreduce,
-    check_batch_size,
-    replicate,
-    scatter_sizes,
-    split_batch,
-)
+from .neural_networks import LeNet
 from .resnet import ResNet18
-from .seed import seed_everything
+from .tensors import get_device, seed_everything, try_all_gpus, try_gpu
 
 __all__ = [
-    "CheckpointError",
     "CIFAR10Data",
     "CIFAR10Unavailable",
-    "SubsetError",
-    "load_cifar10",
-    "load_checkpoint",
-    "lock_folder",
-    "make_loader",
-    "save_atomically",
-    "save_checkpoint",
+    "CheckpointError",
     "LeNet",
     "ResNet18",
+    "SubsetError",
+    "accuracy",
     "allreduce",
-    "check_batch_size",
+    "amp_dtype_for",
+    "augment",
+    "better_net",
+    "conv_block",
     "exit_with_launcher",
-    "denormalize",
-    "device_summary",
     "get_device",
     "imshow",
-    "num_gpus",
-    "plot_curves",
     "launch",
-    "recipe",
+    "load_checkpoint",
+    "load_cifar10",
+    "lock_folder",
+    "one_cycle",
     "replicate",
-    "scatter_sizes",
+    "save_checkpoint",
     "seed_everything",
+    "sgd",
     "split_batch",
     "subset_from_full",
     "to_tensors",
+    "train_one_epoch",
     "try_all_gpus",
     "try_gpu",
     "unwrap_model",
 ]
-
-# matplotlib costs 1-2 s to import: load the plotting helpers on first use, so the DDP
-# worker processes (which never plot) start faster.
-_LAZY = {"denormalize": "plotting", "imshow": "plotting", "plot_curves": "plotting"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

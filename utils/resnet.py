@@ -1,7 +1,5 @@
-"""ResNet-18 for 32 x 32 images: the variant used for multi-GPU training on CIFAR-10.
-
-Trained with one and with several workers in ``notebooks/05_data_parallel.ipynb``
-(and by ``scripts/train_ddp.py --model resnet18``).
+"""ResNet-18 for 32 x 32 images, by hand: no lesson builds it; notebook 05 only trains it
+(through ``scripts/train_ddp.py --model resnet18``) to measure how training scales.
 
 Compared with the ImageNet ResNet-18 the stem is a single 3 x 3 convolution with
 stride 1 and there is no max-pool: a 32 x 32 image would otherwise shrink to 8 x 8
