@@ -41,12 +41,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-# tools/lab.py is the one definition of how Lab starts (127.0.0.1 only, no news feed or update
-# check, the token kept out of the process list, a clear error for a taken port).
-# LAB_PORT=... and LAB_TOKEN=... choose the port and token.
-# Exported, never written into the recipe: a command line is visible to every user (ps).
-lab: export LAB_PORT := $(LAB_PORT)
-lab: export LAB_TOKEN := $(LAB_TOKEN)
+# JupyterLab on notebooks/ at 127.0.0.1 (tools/lab.py): `make lab LAB_PORT=8890` picks the port,
+# `LAB_TOKEN=... make lab` the token (random otherwise). make hands both to the recipe in its
+# environment, never on a command line, which every user can read (ps).
 lab: $(STAMP) data-link
 	$(BIN)/python -m tools.lab
 

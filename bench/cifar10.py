@@ -11,7 +11,7 @@ Side by side, in one run, on the same machine and the same data:
   4, ``utils.LeNet(in_channels=3)``, cross-entropy, SGD lr 0.001 momentum 0.9, 2 epochs.
   Its wall-clock time (data loading included) becomes the budget.
 * **better** -- notebook 04's "Going further" recipe (data kept as one tensor, batches of
-  64, the network and augmentation of ``utils.recipe``, one-cycle schedule, Nesterov,
+  64, the network and augmentation of notebook 04, one-cycle schedule, Nesterov,
   weight decay, label smoothing, mixed precision on CUDA, flip test-time averaging), given
   exactly the
   baseline's wall-clock budget: its learning rate follows the one-cycle shape over the
@@ -20,10 +20,10 @@ Side by side, in one run, on the same machine and the same data:
 
 Prints both test accuracies, their ratio, the times and which data was used. Goal on the
 5,000/1,000 subset on a 2-core CPU: ratio >= 1.8. With a CUDA GPU it also reports the better
-recipe's time-to-accuracy there. The network, optimizer, loss, augmentation, mixed-precision
-choice and evaluation are imported from ``utils.recipe``, the one definition notebook 04
-checks its own cells against. Only the loop is written here, on purpose: its one-cycle
-schedule follows the elapsed share of a *time* budget, where ``recipe.one_cycle`` counts
+recipe's time-to-accuracy there. The network, optimizer, augmentation, mixed-precision
+choice and evaluation are notebook 04's own cells, saved in ``utils`` (``utils/cifar10.py``);
+the settings are its row 9's. Only the loop is written here, on purpose: its one-cycle
+schedule follows the elapsed share of a *time* budget, where ``utils.one_cycle`` counts
 steps; the schedule's shape (start, peak, end, momentum cycle) is OneCycleLR's default.
 """
 
@@ -38,16 +38,15 @@ from pathlib import Path
 import torch
 import torchvision.transforms as T
 from torch import nn
-from torch.utils.data import Subset
+from torch.utils.data import DataLoader, Subset
 
 import utils
-from utils import recipe
 from utils.data import CHOICE_ENV, SUBSET_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 MEAN = STD = (0.5, 0.5, 0.5)
-BATCH = recipe.BATCH_SIZE
-MAX_LR = recipe.MAX_LR
+BATCH = 64  # notebook 04's rows 2-9
+MAX_LR = 0.1  # its one-cycle peak (rows 5-9)
 PCT_START = 0.3  # OneCycleLR's default fraction of the run spent warming up
 
 
@@ -93,7 +92,7 @@ def sync(device: torch.device) -> None:
 def run_baseline(train, test, device: torch.device, num_epochs: int = 2) -> tuple[float, float]:
     """The official recipe; returns (test accuracy, training seconds incl. data loading)."""
     utils.seed_everything(0)
-    loader = utils.make_loader(train, batch_size=4, shuffle=True)
+    loader = DataLoader(train, batch_size=4, shuffle=True)
     model = utils.LeNet(in_channels=3).to(device)
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
@@ -112,7 +111,7 @@ def run_baseline(train, test, device: torch.device, num_epochs: int = 2) -> tupl
     correct = 0
     model.eval()
     with torch.no_grad():
-        for X, y in utils.make_loader(test, batch_size=500):
+        for X, y in DataLoader(test, batch_size=500):
             correct += (model(X.to(device)).argmax(1).cpu() == y).sum().item()
     return correct / len(test), seconds
 
@@ -153,13 +152,13 @@ def run_better(
     start = time.perf_counter()
     X_train, y_train = utils.to_tensors(train, MEAN, STD)
     X_test, y_test = utils.to_tensors(test, MEAN, STD)
-    model = recipe.better_net().to(device, memory_format=torch.channels_last)
-    optimizer = recipe.make_optimizer(model.parameters())
-    loss_fn = recipe.make_loss_fn()
+    model = utils.better_net().to(device, memory_format=torch.channels_last)
+    optimizer = utils.sgd(MAX_LR, nesterov=True, weight_decay=5e-4)(model.parameters())
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
     steps_per_epoch = len(X_train) // BATCH
     total_steps = None if num_epochs is None else num_epochs * steps_per_epoch
     # As in notebook 04: native bfloat16, else float16 with loss scaling; float32 on the CPU.
-    amp_dtype = recipe.amp_dtype_for(device)
+    amp_dtype = utils.amp_dtype_for(device)
     scaler = torch.amp.GradScaler("cuda", init_scale=2.0**10, enabled=amp_dtype == torch.float16)
     step = 0
     model.train()
@@ -176,7 +175,7 @@ def run_better(
             for group in optimizer.param_groups:
                 group["lr"], group["momentum"] = lr, momentum
             idx = order[k * BATCH : (k + 1) * BATCH]
-            X = recipe.augment(X_train[idx]).to(device, memory_format=torch.channels_last)
+            X = utils.augment(X_train[idx]).to(device, memory_format=torch.channels_last)
             y = y_train[idx].to(device)
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                 loss = loss_fn(model(X), y)
@@ -190,7 +189,7 @@ def run_better(
         break
     sync(device)
     seconds = time.perf_counter() - start
-    accuracy = recipe.accuracy(model, X_test, y_test, device, flips=True)
+    accuracy = utils.accuracy(model, X_test, y_test, device, flips=True)
     return accuracy, seconds, step / steps_per_epoch
 
 

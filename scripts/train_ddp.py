@@ -104,8 +104,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     rank, world_size, device = setup()
     if args.batch_size % world_size:
-        raise SystemExit(f"--batch-size {args.batch_size} is not divisible by the world size "
-                         f"{world_size}: every rank must get the same share")  # fmt: skip
+        raise SystemExit(
+            f"--batch-size {args.batch_size} is not divisible by the world size "
+            f"{world_size}: every rank must get the same share"
+        )
     if rank == 0:
         lock = utils.lock_folder(args.out_dir)  # noqa: F841 -- held until this process ends
     train_set, test_set = make_data(args)
@@ -121,28 +123,34 @@ def main(argv: Sequence[str] | None = None) -> dict:
     step = 0
     if args.resume:  # before DDP: it starts every rank from rank 0's weights
         step, metrics = resume(args.out_dir / "checkpoint.pt", raw, optimizer, device)
-    metrics.update(world_size=world_size, device=str(device), threads=torch.get_num_threads(),
-                   start_step=step)  # fmt: skip
+    metrics.update(
+        world_size=world_size, device=str(device), threads=torch.get_num_threads(), start_step=step
+    )
     if world_size > 1:
         # DDP copies rank 0's weights to all ranks, and in backward averages the gradients.
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     loss_fn = nn.CrossEntropyLoss()
 
     # Each rank takes a disjoint 1/world_size of the (shuffled) training set.
-    sampler = DistributedSampler(train_set, world_size, rank, shuffle=True, seed=args.seed,
-                                 drop_last=True)  # fmt: skip
-    loader = DataLoader(train_set, batch_size=args.batch_size // world_size, sampler=sampler,
-                        drop_last=True)  # fmt: skip
+    sampler = DistributedSampler(
+        train_set, world_size, rank, shuffle=True, seed=args.seed, drop_last=True
+    )
+    loader = DataLoader(
+        train_set, batch_size=args.batch_size // world_size, sampler=sampler, drop_last=True
+    )
 
     if len(loader) == 0:
-        raise SystemExit(f"--num-train {args.num_train} is less than one batch of "
-                         f"{args.batch_size}")  # fmt: skip
+        raise SystemExit(
+            f"--num-train {args.num_train} is less than one batch of {args.batch_size}"
+        )
     last_step = len(loader) * args.epochs
     if args.steps:
         last_step = min(args.steps, last_step)
     if step >= last_step:
-        raise SystemExit(f"nothing to do: the checkpoint is at step {step} and this run stops at "
-                         f"step {last_step}; ask for more --steps or --epochs")  # fmt: skip
+        raise SystemExit(
+            f"nothing to do: the checkpoint is at step {step} and this run stops at "
+            f"step {last_step}; ask for more --steps or --epochs"
+        )
     for epoch in range(step // len(loader), args.epochs):
         sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
         start, losses = time.perf_counter(), []
@@ -169,11 +177,20 @@ def main(argv: Sequence[str] | None = None) -> dict:
         metrics["losses"] += losses.tolist()
         metrics["test_accuracy"].append(evaluate(raw, test_set, device, rank, world_size))
         if rank == 0:  # only rank 0 prints and writes files
-            print(f"epoch {epoch}: loss {metrics['losses'][-1]:.4f}, "
-                  f"test accuracy {metrics['test_accuracy'][-1]:.1%}", flush=True)  # fmt: skip
+            print(
+                f"epoch {epoch}: loss {metrics['losses'][-1]:.4f}, "
+                f"test accuracy {metrics['test_accuracy'][-1]:.1%}",
+                flush=True,
+            )
             args.out_dir.mkdir(parents=True, exist_ok=True)
-            utils.save_checkpoint(args.out_dir / "checkpoint.pt", model, optimizer,
-                                  epoch=epoch + 1, step=step, metrics=metrics)  # fmt: skip
+            utils.save_checkpoint(
+                args.out_dir / "checkpoint.pt",
+                model,
+                optimizer,
+                epoch=epoch + 1,
+                step=step,
+                metrics=metrics,
+            )
         if step == args.steps:
             break
 
@@ -192,8 +209,9 @@ def resume(path: Path, model: nn.Module, optimizer, device) -> tuple[int, dict]:
     if not path.exists():
         raise SystemExit(f"--resume given but there is no checkpoint at {path}")
     try:  # checked: integrity, weights_only, that it fits this model and optimizer
-        state = utils.load_checkpoint(path, model, optimizer, map_location=device,
-                                      restore_rng=False)  # fmt: skip
+        state = utils.load_checkpoint(
+            path, model, optimizer, map_location=device, restore_rng=False
+        )
     except utils.CheckpointError as err:
         raise SystemExit(f"cannot resume: {err}") from None
     if "step" not in state or "metrics" not in state:

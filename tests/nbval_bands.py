@@ -158,7 +158,7 @@ def _patch_nbval() -> None:
             return False
         return True
 
-    compare_outputs._banded = True  # type: ignore[attr-defined]
+    compare_outputs._banded = True
     IPyNbCell.compare_outputs = compare_outputs
 
 

@@ -19,7 +19,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _durations[path] += report.duration
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if not _durations:
         return
     tr = terminalreporter

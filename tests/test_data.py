@@ -6,6 +6,7 @@ download, so these tests need neither the real subset nor a network.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import urllib.error
 from pathlib import Path
@@ -18,19 +19,21 @@ from PIL import Image
 
 import utils
 from utils import data as data_mod
-from utils.data import (
-    CHOICE_ENV,
-    CIFAR10_CLASSES,
-    SUBSET_ENV,
-    CIFAR10Unavailable,
-    SubsetError,
-    load_cifar10,
-    load_cifar10_subset,
-    make_loader,
-    sha256_of,
-)
+from utils.data import CHOICE_ENV, SUBSET_ENV, CIFAR10Unavailable, SubsetError, load_cifar10
 
 REAL_SUBSET = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset.npz"
+CIFAR10_CLASSES = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
 
 
 def write_npz(path: Path, n_train: int = 20, n_test: int = 10, **override) -> Path:
@@ -48,11 +51,15 @@ def write_npz(path: Path, n_train: int = 20, n_test: int = 10, **override) -> Pa
     return path
 
 
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 @pytest.fixture
 def fake_subset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A valid synthetic subset whose checksum is the one load_cifar10 expects."""
     path = write_npz(tmp_path / "subset.npz")
-    monkeypatch.setattr(data_mod.load_cifar10_subset, "__defaults__", (None, None, sha256_of(path)))
+    monkeypatch.setattr(data_mod, "SUBSET_SHA256", sha256_of(path))
     monkeypatch.setenv(SUBSET_ENV, str(path))
     monkeypatch.setenv(CHOICE_ENV, "subset")
     return path
@@ -111,14 +118,19 @@ def test_subset_without_transform_returns_pil_and_test_transform_is_separate(
     assert raw.train[0][0].size == (32, 32)
 
 
-def test_real_subset_checksum_and_content() -> None:
+def test_real_subset_checksum_and_content(monkeypatch) -> None:
     if not REAL_SUBSET.is_file():
         pytest.skip(f"the real subset is not at {REAL_SUBSET}")
-    train, test, classes = load_cifar10_subset(REAL_SUBSET)  # verifies the sha256
+    monkeypatch.setenv(SUBSET_ENV, str(REAL_SUBSET))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    train, test, classes, _ = load_cifar10()  # verifies the sha256
     assert (len(train), len(test)) == (5000, 1000)
     assert classes == CIFAR10_CLASSES
     # shared/data/README.md: the first four test images are "cat ship ship plane".
     assert [classes[t] for t in test.targets[:4]] == ["cat", "ship", "ship", "airplane"]
+    # the digest a cut from the full dataset is checked against is the file's
+    arrays = (train.data, train.targets, test.data, test.targets)
+    assert data_mod._arrays_sha256(*arrays) == data_mod.SUBSET_ARRAYS_SHA256
 
 
 def test_no_network_and_no_subset_gives_one_clear_message(
@@ -153,11 +165,13 @@ def test_torchvision_path_is_used_without_the_env_var(tmp_path: Path, monkeypatc
     monkeypatch.delenv(SUBSET_ENV, raising=False)
     made = []
 
-    class FakeCIFAR10(utils.data.CIFAR10Arrays):
+    class FakeCIFAR10(data_mod._Arrays):
         def __init__(self, root, train, download, transform):
             made.append((Path(root), train, download))
             n = 50 if train else 10
-            super().__init__(np.zeros((n, 32, 32, 3), np.uint8), [0] * n, transform=transform)
+            super().__init__(
+                np.zeros((n, 32, 32, 3), np.uint8), [0] * n, CIFAR10_CLASSES, transform
+            )
 
     monkeypatch.setattr(tvd, "CIFAR10", FakeCIFAR10)
     d = load_cifar10(root=tmp_path / "data")
@@ -167,101 +181,43 @@ def test_torchvision_path_is_used_without_the_env_var(tmp_path: Path, monkeypatc
     assert d.classes == CIFAR10_CLASSES
 
 
-def test_env_var_pointing_nowhere(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(SUBSET_ENV, str(tmp_path / "nope.npz"))
+def test_env_var_pointing_nowhere(no_network: list[str], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(SUBSET_ENV, str(tmp_path / "nope.npz"))  # auto: tried after the download
     with pytest.raises(SubsetError, match=r"not a file.*unset BLITZ_CIFAR10_SUBSET"):
-        load_cifar10()
+        load_cifar10(root=tmp_path / "data")
 
 
-def test_truncated_subset_fails_the_checksum(tmp_path: Path, monkeypatch) -> None:
-    good = write_npz(tmp_path / "good.npz")
-    digest = sha256_of(good)
-    bad = tmp_path / "truncated.npz"
-    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
-    with pytest.raises(SubsetError, match="corrupt, truncated or not the subset") as info:
-        load_cifar10_subset(bad, expected_sha256=digest)
-    assert "Fix it" in str(info.value)
-    monkeypatch.setenv(SUBSET_ENV, str(bad))  # and through load_cifar10, real checksum
-    with pytest.raises(SubsetError, match="has sha256"):
-        load_cifar10()
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
-@pytest.mark.parametrize("cut", [0.1, 0.5, 0.9, 0.999])
-def test_truncated_subset_without_checksum_is_a_clear_error(tmp_path: Path, cut: float) -> None:
-    good = write_npz(tmp_path / "good.npz")
-    bad = tmp_path / "truncated.npz"
-    bad.write_bytes(good.read_bytes()[: int(good.stat().st_size * cut)])
-    with pytest.raises(SubsetError, match="corrupt or truncated"):
-        load_cifar10_subset(bad, expected_sha256=None)
-
-
-def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
-    bad = tmp_path / "garbage.npz"
-    bad.write_bytes(os.urandom(4096))
-    with pytest.raises(SubsetError, match="corrupt or truncated"):
-        load_cifar10_subset(bad, expected_sha256=None)
-
-
-def test_pickled_arrays_are_refused(tmp_path: Path) -> None:
-    path = write_npz(tmp_path / "pickled.npz", x_train=np.array([{"evil": 1}], dtype=object))
-    with pytest.raises(SubsetError, match="allow_pickle=False"):
-        load_cifar10_subset(path, expected_sha256=None)
+def _garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(4096))
 
 
 @pytest.mark.parametrize(
-    ("override", "match"),
+    "make_bad",
     [
-        ({"y_test": None}, r"arrays \['y_test'\] are missing"),
-        ({"x_train": np.zeros((4, 28, 28), np.uint8)}, "32 x 32 x 3 uint8"),
-        ({"x_train": np.zeros((20, 32, 32, 3), np.float32)}, "32 x 32 x 3 uint8"),
-        ({"y_train": np.zeros(7, np.int64)}, "20 integer labels"),
-        ({"y_test": np.full(10, 10)}, "outside 0..9"),
-        ({"classes": np.array(["a", "b"])}, "10 class names"),
+        _truncated,
+        _garbage,
+        lambda p: write_npz(p, x_train=np.array([{"evil": 1}], dtype=object)),  # pickled
+        lambda p: write_npz(p, y_test=None),  # an array missing
+        lambda p: write_npz(p, x_train=np.zeros((20, 32, 32, 3), np.float32)),  # wrong dtype
     ],
+    ids=["truncated", "garbage", "pickled arrays", "missing array", "wrong dtype"],
 )
-def test_wrong_content_is_named(tmp_path: Path, override: dict, match: str) -> None:
-    path = write_npz(tmp_path / "wrong.npz", **override)
-    with pytest.raises(SubsetError, match=match):
-        load_cifar10_subset(path, expected_sha256=None)
-
-
-@pytest.mark.parametrize("gpus", [0, 2])
-def test_make_loader_defaults_work_in_a_notebook(gpus: int, monkeypatch) -> None:
-    monkeypatch.setattr(data_mod, "num_gpus", lambda: gpus)
-    ds = torch.utils.data.TensorDataset(torch.arange(10.0), torch.arange(10))
-    loader = make_loader(ds, batch_size=4)
-    # Pinned memory only speeds up copies to a CUDA GPU.
-    assert loader.num_workers == 0 and loader.pin_memory == (gpus > 0)
-    assert [len(y) for _, y in make_loader(ds, 4, pin_memory=False)] == [4, 4, 2]
-    torch.manual_seed(0)
-    first = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True, pin_memory=False)])
-    torch.manual_seed(0)
-    again = torch.cat([y for _, y in make_loader(ds, 4, shuffle=True, pin_memory=False)])
-    assert torch.equal(first, again) and not torch.equal(first, torch.arange(10))
-    assert make_loader(ds, 4, num_workers=1).persistent_workers
-    with pytest.raises(ValueError, match="batch_size"):
-        make_loader(ds, 0)
-
-
-def test_to_tensors_matches_the_per_image_transform() -> None:
-    from types import SimpleNamespace
-
-    import numpy as np
-    import torch
-    import torchvision.transforms as T
-
-    rng = np.random.default_rng(0)
-    ds = SimpleNamespace(
-        data=rng.integers(0, 256, (5, 32, 32, 3), dtype=np.uint8), targets=[1, 2, 3, 4, 5]
-    )
-    mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
-    X, y = utils.to_tensors(ds, mean, std, n=3)
-    tf = T.Compose([T.ToTensor(), T.Normalize(mean, std)])
-    expected = torch.stack([tf(img) for img in ds.data[:3]])
-    assert X.shape == (3, 3, 32, 32) and y.tolist() == [1, 2, 3]
-    assert torch.allclose(X, expected, atol=1e-5)
-    with pytest.raises(ValueError, match="asked for 6 images but the dataset has 5"):
-        utils.to_tensors(ds, mean, std, n=6)
+def test_a_file_that_is_not_the_subset_fails_the_checksum(
+    tmp_path: Path, monkeypatch, make_bad
+) -> None:
+    """Whatever is wrong with the file, the sha256 is checked first: the one message."""
+    bad = write_npz(tmp_path / "bad.npz")
+    make_bad(bad)
+    monkeypatch.setenv(SUBSET_ENV, str(bad))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    with pytest.raises(
+        SubsetError, match=r"has sha256 .*corrupt, truncated or not the subset\. Fix"
+    ):
+        load_cifar10()
 
 
 # --- the same 6,000 images from the full download ------------------------------------------
@@ -332,7 +288,7 @@ def test_the_cut_equals_the_subset_file(offline_full: Path) -> None:
     with np.load(REAL_SUBSET, allow_pickle=False) as z:
         for got, key in zip(cut, ("x_train", "y_train", "x_test", "y_test"), strict=True):
             assert np.array_equal(got, z[key]), key
-    assert data_mod.subset_arrays_sha256(*cut) == data_mod.SUBSET_ARRAYS_SHA256
+    assert data_mod._arrays_sha256(*cut) == data_mod.SUBSET_ARRAYS_SHA256
 
 
 def test_subset_choice_without_the_file_cuts_the_full_download(
@@ -342,17 +298,19 @@ def test_subset_choice_without_the_file_cuts_the_full_download(
     d = load_cifar10(root=offline_full)
     assert (len(d.train), len(d.test)) == (5000, 1000)
     assert "cut from the full dataset" in d.source
-    from_file, _, _ = load_cifar10_subset(REAL_SUBSET)
-    assert np.array_equal(d.train.data, from_file.data)
-    assert d.train.targets == from_file.targets
+    with np.load(REAL_SUBSET, allow_pickle=False) as z:
+        assert np.array_equal(d.train.data, z["x_train"])
+        assert d.train.targets == z["y_train"].tolist()
 
 
-def test_full_and_auto_choices_give_the_full_dataset(offline_full: Path, monkeypatch) -> None:
-    for choice in ("full", "auto"):
-        monkeypatch.setenv(CHOICE_ENV, choice)
-        d = load_cifar10(root=offline_full)
-        assert (len(d.train), len(d.test)) == (50_000, 10_000), choice
-        assert d.source.startswith("full CIFAR-10: 50,000 training / 10,000 test images")
+@pytest.mark.parametrize("choice", ["full", "auto"])
+def test_full_and_auto_choices_give_the_full_dataset(
+    offline_full: Path, monkeypatch, choice: str
+) -> None:
+    monkeypatch.setenv(CHOICE_ENV, choice)
+    d = load_cifar10(root=offline_full)
+    assert (len(d.train), len(d.test)) == (50_000, 10_000)
+    assert d.source.startswith("full CIFAR-10: 50,000 training / 10,000 test images")
 
 
 def test_a_damaged_full_download_is_not_taken_for_the_subset(
@@ -441,17 +399,13 @@ def test_an_unreadable_subset_is_a_subset_error(tmp_path: Path, monkeypatch) -> 
         def refuse(*args, **kwargs):
             raise PermissionError(13, "Permission denied", str(path))
 
-        monkeypatch.setattr(data_mod, "open", refuse, raising=False)  # sha256_of's open only
-        monkeypatch.setattr(np, "load", refuse)
-    expected = r"cannot read the CIFAR-10 subset at .*PermissionError.*chmod a\+r"
-    with pytest.raises(SubsetError, match=expected):
-        load_cifar10_subset(path)  # fails while computing the checksum
-    with pytest.raises(SubsetError, match=expected):
-        load_cifar10_subset(path, expected_sha256=None)  # fails in np.load
+        monkeypatch.setattr(data_mod, "open", refuse, raising=False)  # utils.data's open only
     monkeypatch.setenv(SUBSET_ENV, str(path))
     monkeypatch.setenv(CHOICE_ENV, "subset")
-    with pytest.raises(SubsetError, match=expected):
-        load_cifar10()
+    with pytest.raises(
+        SubsetError, match=r"cannot read the CIFAR-10 subset at .*PermissionError.*chmod a\+r"
+    ):
+        load_cifar10()  # fails while computing the checksum
 
 
 @pytest.fixture(scope="module")

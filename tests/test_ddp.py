@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,8 +20,10 @@ import pytest
 import torch
 
 import utils
-from tests.conftest import ROOT, free_port
-from utils import launch
+from utils import distributed, launch
+from utils.launch import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # torchrun launches / a JupyterLab server: seconds each.
 pytestmark = pytest.mark.slow
@@ -48,10 +52,14 @@ def torchrun(
 ) -> list[str]:
     """One launcher's argv (utils.launch): standalone, or a static rendezvous on 127.0.0.1."""
     return launch.torchrun_argv(
-        script, [*TRAIN_ARGS, "--out-dir", str(out), *extra], nproc_per_node=nproc,
-        nnodes=nnodes, node_rank=node_rank, endpoint=f"127.0.0.1:{port or free_port()}",
+        script,
+        [*TRAIN_ARGS, "--out-dir", str(out), *extra],
+        nproc_per_node=nproc,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        endpoint=f"127.0.0.1:{port or free_port()}",
         rdzv_timeout_s=rdzv_timeout,
-    )  # fmt: skip
+    )
 
 
 def load_script():
@@ -87,8 +95,14 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_two_processes_match_one_process(single: Path, tmp_path: Path) -> None:
-    proc = run(torchrun(2, tmp_path))
+# torch.distributed.launch, torchrun's deprecated predecessor: exit_with_launcher must not take
+# it for a dead launcher (it once did, by reading its parent's command line).
+@pytest.mark.parametrize("launcher", ["torch.distributed.run", "torch.distributed.launch"])
+def test_two_processes_match_one_process(single: Path, tmp_path: Path, launcher: str) -> None:
+    argv = torchrun(2, tmp_path)
+    at = argv.index("torch.distributed.run")
+    argv[at : at + 1] = [launcher] if launcher.endswith(".run") else [launcher, "--use-env"]
+    proc = run(argv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("epoch ") == 2  # rank 0 alone prints, once per epoch
     metrics = json.loads((tmp_path / "metrics.json").read_text())
@@ -108,7 +122,7 @@ def test_two_nodes_on_loopback_agree(single: Path, tmp_path: Path) -> None:
             child_env(),
             cwd=ROOT,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
         for i in (0, 1)
     ]
     logs = [out for out, _ in launch.finish(launchers, timeout_s=LAUNCH_TIMEOUT)]
@@ -210,18 +224,21 @@ def test_a_node_whose_master_never_comes_gives_up(tmp_path: Path) -> None:
 
 
 def test_workers_exit_when_the_launcher_is_killed(tmp_path: Path) -> None:
-    import signal
-
     argv = torchrun(2, tmp_path)
     argv[argv.index("--epochs") + 1] = "100000"  # far longer than this test waits
     launcher = subprocess.Popen(
-        argv, env=child_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        argv,
+        env=child_env(),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     workers: list[int] = []
     try:
         workers = _wait_for_children(launcher.pid, 2, timeout=LAUNCH_TIMEOUT)
-        time.sleep(3)  # let them join the process group and start training
+        # Training has begun once epoch 1's checkpoint exists: every worker is watching.
+        _wait_for(lambda: (tmp_path / "checkpoint.pt").exists(), LAUNCH_TIMEOUT, "no checkpoint")
         os.kill(launcher.pid, signal.SIGKILL)  # no chance to stop its workers
         launcher.wait(timeout=30)
         deadline = time.monotonic() + 60
@@ -233,6 +250,64 @@ def test_workers_exit_when_the_launcher_is_killed(tmp_path: Path) -> None:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
     assert not alive, f"workers {alive} still run 60 s after their launcher was killed"
+
+
+# A worker of no torchrun: it loads utils/distributed.py alone (no torch import: fast), waits
+# sys.argv[2] seconds (a slow start), watches its launcher, says so in the file sys.argv[3].
+_WORKER = """import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("distributed", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+time.sleep(float(sys.argv[2]))
+module.exit_with_launcher(poll_s=0.1)
+open(sys.argv[3], "w").close()
+time.sleep(300)
+"""
+_PLAIN_LAUNCHER = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]); time.sleep(300)"
+
+
+@pytest.mark.parametrize("killed", ["while it watches", "while it starts"])
+def test_a_worker_of_another_launcher_lives_and_dies_with_it(tmp_path: Path, killed: str) -> None:
+    """The launcher is a plain Python process: exit_with_launcher reads no command line."""
+    ready, start_s = tmp_path / "watching", "0" if killed == "while it watches" else "3"
+    worker_argv = [sys.executable, "-c", _WORKER, str(ROOT / "utils" / "distributed.py"), start_s]
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PLAIN_LAUNCHER, *worker_argv, str(ready)], start_new_session=True
+    )
+    worker = 0
+    try:
+        worker = _wait_for_children(parent.pid, 1, timeout=60)[0]
+        if killed == "while it watches":
+            _wait_for(lambda: ready.exists() or not _alive(worker), 60, "the worker never started")
+            time.sleep(1)  # ten polls
+            assert ready.exists() and _alive(worker), "the worker exited while its launcher lived"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        if killed == "while it starts" and (_ppid(worker) != 1 or distributed._in_a_container()):
+            pytest.skip(
+                "an orphan's parent here (a subreaper, or a container's pid 1) cannot be "
+                "told from a launcher at start"
+            )
+        _wait_for(lambda: not _alive(worker), 60, "the worker did not exit after its launcher")
+        if killed == "while it starts":
+            assert not ready.exists(), "the worker watched a launcher already gone"
+    finally:
+        if worker and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _wait_for(condition, timeout: float, failure: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{failure} within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _children(pid: int) -> list[int]:

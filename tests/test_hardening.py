@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.timeout(120)
@@ -29,8 +29,11 @@ def test_build_site_refuses_an_out_that_cannot_be_its_folder(tmp_path: Path, cas
     before = sorted(tmp_path.rglob("*"))
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=100,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(f"build_site.py: error: --out {out} ")

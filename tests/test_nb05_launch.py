@@ -32,8 +32,13 @@ def test_several_nodes_meet_at_the_endpoint_with_their_node_rank() -> None:
     argv = launch.torchrun_argv(
         "s.py", nproc_per_node=1, nnodes=2, node_rank=1, endpoint="127.0.0.1:1234"
     )
-    for flag in ("--nnodes=2", "--node-rank=1", "--rdzv-backend=static",
-                 "--rdzv-endpoint=127.0.0.1:1234", "--rdzv-conf=timeout=60"):  # fmt: skip
+    for flag in (
+        "--nnodes=2",
+        "--node-rank=1",
+        "--rdzv-backend=static",
+        "--rdzv-endpoint=127.0.0.1:1234",
+        "--rdzv-conf=timeout=60",
+    ):
         assert flag in argv
     assert "--standalone" not in argv
 
@@ -55,10 +60,11 @@ def test_nonsensical_launches_are_refused(kwargs) -> None:
 def test_worker_env_sets_threads_and_device_and_drops_torchrun_variables(monkeypatch) -> None:
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("MASTER_PORT", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     env = launch.worker_env(threads=2, force_cpu=False)
-    assert env["OMP_NUM_THREADS"] == "2" and env["BLITZ_FORCE_CPU"] == "0"
+    assert env["OMP_NUM_THREADS"] == "2" and env["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert "RANK" not in env and "MASTER_PORT" not in env
-    assert launch.worker_env()["BLITZ_FORCE_CPU"] == "1"
+    assert launch.worker_env()["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_a_failed_launch_names_its_exit_code() -> None:

@@ -1,1 +1,2 @@
-"""Project tools that are not part of the ``utils`` package (the teaching-site builder)."""
+"""Project tools, not part of the lessons: the site builder, translations, the notebook runner,
+the test contract, the saved lesson code and the portability check."""

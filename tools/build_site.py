@@ -42,7 +42,7 @@ from traitlets import validate
 try:
     from tools import i18n
 except ModuleNotFoundError:  # run as a script (make html): tools/ itself is on sys.path
-    import i18n  # type: ignore[no-redef]
+    import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"

@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command in {"set", "import"}:
             english = resolve_notebook(args.notebook, notebooks)
             if args.command == "set":
-                source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+                source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
                 with source:
                     batch = {args.cell_id: source.read()}
             else:

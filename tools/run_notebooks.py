@@ -30,7 +30,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 try:
     from tools import contract
 except ImportError:  # run as a script: tools/ is sys.path[0]
-    import contract  # type: ignore[no-redef]
+    import contract
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD_LINES = 3  # of the failing cell's source

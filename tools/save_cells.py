@@ -96,8 +96,12 @@ def _ruff(text: str, path: Path) -> str:
     for args in (["check", "--select", "I", "--fix-only", "-q"], ["format", "-q"]):
         text = subprocess.run(
             [ruff, *args, "--stdin-filename", name, "-"],
-            input=text, capture_output=True, text=True, check=True, cwd=ROOT,
-        ).stdout  # fmt: skip
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
     return text
 
 

@@ -1,13 +1,8 @@
-"""Build and run ``torchrun`` commands: the one launcher of notebook 05, its tests and its bench.
+"""Running ``torchrun`` from Python, which no lesson teaches: notebook 05 teaches DDP itself.
 
-Taught in ``notebooks/05_data_parallel.ipynb`` (section "DistributedDataParallel").
-
-``torchrun`` (the same program as ``python -m torch.distributed.run``) starts
-``--nproc-per-node`` copies of a script and tells each one who it is through environment
-variables. :func:`torchrun_argv` writes the command, :func:`worker_env` the environment
-(threads per process, CPU or GPU), :func:`launch` runs it with a time limit and
-:func:`start` starts it without waiting (for several launchers at once, as on several
-machines). ``nproc_per_node=0`` means: no ``torchrun``, the script as one plain process.
+Notebook 05, tests/test_ddp.py and bench/ddp_scaling.py launch ``scripts/train_ddp.py`` with
+these; :func:`start` and :func:`finish` run several launchers at once (as on several
+machines). Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -22,21 +17,25 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # What a previous launcher may have left in the environment: a child must not inherit it.
-_TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                  "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID")  # fmt: skip
-
-
-# Below every system's range of ephemeral ports (Linux 32768-60999, macOS and Windows
-# 49152-65535): no outgoing connection is given such a port meanwhile, and a client that
-# retries connecting to it before its server listens cannot connect to itself.
+_TORCHRUN_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GROUP_RANK",
+    "TORCHELASTIC_RUN_ID",
+)
+# Below every system's ephemeral ports (Linux 32768-60999, macOS and Windows 49152-65535): no
+# outgoing connection takes such a port meanwhile, nor connects to itself while retrying.
 _PORTS = range(20000, 32000)
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range."""
-    rng = random.Random()  # not the seeded global generator: parallel runs must differ
-    for port in rng.sample(_PORTS, 200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    for port in random.Random().sample(_PORTS, 200):  # not the seeded global generator
+        with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
@@ -55,76 +54,67 @@ def torchrun_argv(
     endpoint: str | None = None,
     rdzv_timeout_s: int = 60,
 ) -> list[str]:
-    """The command that runs ``script`` with ``nproc_per_node`` processes on this machine.
+    """The command running ``script`` in ``nproc_per_node`` processes (0: one plain process).
 
-    * ``nproc_per_node=0``: ``python script ...``, one ordinary process (no ``torchrun``);
-    * one node: ``--standalone`` (torchrun picks a free port on this machine); the
-      rendezvous -- the processes meeting before they start -- waits at most
-      ``rdzv_timeout_s`` seconds;
-    * ``nnodes > 1``: the static rendezvous at ``endpoint`` (``host:port``) with this
-      launcher's ``node_rank``, on 127.0.0.1; the wait for the other nodes is bounded too.
-    """
+    One node: ``--standalone``; several: the static rendezvous at ``endpoint`` (``host:port``)
+    on 127.0.0.1 as node ``node_rank``. The rendezvous waits ``rdzv_timeout_s`` at most."""
     if nproc_per_node < 0 or nnodes < 1 or not 0 <= node_rank < nnodes:
-        raise ValueError(f"bad launch: nproc_per_node={nproc_per_node}, nnodes={nnodes}, "
-                         f"node_rank={node_rank}")  # fmt: skip
+        raise ValueError(
+            f"bad launch: nproc_per_node={nproc_per_node}, nnodes={nnodes}, node_rank={node_rank}"
+        )
+    if nnodes > 1 and (nproc_per_node == 0 or endpoint is None):
+        raise ValueError("several nodes need torchrun (nproc_per_node >= 1) and an endpoint")
     if nproc_per_node == 0:
-        if nnodes != 1:
-            raise ValueError("several nodes need torchrun: pass nproc_per_node >= 1")
         return [sys.executable, str(script), *script_args]
     argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
     if nnodes == 1:
         argv += ["--standalone", f"--rdzv-conf=join_timeout={rdzv_timeout_s}"]
     else:
-        if endpoint is None:
-            raise ValueError("several nodes need the rendezvous endpoint host:port")
-        argv += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=static",
-                 f"--rdzv-endpoint={endpoint}", f"--rdzv-conf=timeout={rdzv_timeout_s}",
-                 "--local-addr=127.0.0.1"]  # fmt: skip
+        argv += [
+            f"--nnodes={nnodes}",
+            f"--node-rank={node_rank}",
+            "--rdzv-backend=static",
+            f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-conf=timeout={rdzv_timeout_s}",
+            "--local-addr=127.0.0.1",
+        ]
     return [*argv, "--max-restarts=0", str(script), *script_args]
 
 
 def worker_env(threads: int = 1, force_cpu: bool = True) -> dict[str, str]:
-    """This process's environment for the workers: ``threads`` CPU threads each, CPU or GPUs.
+    """This process's environment for the workers: ``threads`` CPU threads each, and no GPU
+    with ``force_cpu`` (``CUDA_VISIBLE_DEVICES=""``, as a learner would hide them).
 
-    ``torchrun`` sets ``OMP_NUM_THREADS=1`` only when the variable is unset; here it is
-    always set, so a 1-process run and a 2-process run use exactly the threads asked for.
-    """
+    ``OMP_NUM_THREADS`` always (torchrun sets it only when unset): every run gets what it asks."""
     env = {k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS}
     env["OMP_NUM_THREADS"] = str(threads)
-    env["BLITZ_FORCE_CPU"] = "1" if force_cpu else "0"
+    if force_cpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo talks over loopback only
     return env
 
 
 def start(argv: Sequence[str], env: dict[str, str] | None = None, **popen_kwargs):
-    """Start a launch without waiting for it; the caller must bound the wait."""
-    popen_kwargs.setdefault("stdout", subprocess.PIPE)
-    popen_kwargs.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(list(argv), env=env or worker_env(), text=True, **popen_kwargs)
+    """Start a launch without waiting for it (output captured); bound the wait with finish."""
+    kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen_kwargs}
+    return subprocess.Popen(list(argv), env=env or worker_env(), text=True, **kwargs)
 
 
 def finish(procs: Sequence[subprocess.Popen], timeout_s: float = 300) -> list[tuple[str, str]]:
-    """Wait for launches started with :func:`start`, all of them within ``timeout_s`` seconds.
-
-    Returns each one's ``(stdout, stderr)``. At the deadline every launch still running is
-    killed (its workers exit with it) and ``TimeoutError`` says which ones were waiting.
-    """
+    """Each launch's ``(stdout, stderr)``, all within ``timeout_s`` seconds: at the deadline,
+    those still running are killed (their workers exit with them) and named in a TimeoutError."""
     deadline = time.monotonic() + timeout_s
-    outputs = []
     try:
-        for proc in procs:
-            outputs.append(proc.communicate(timeout=max(deadline - time.monotonic(), 0.1)))
+        return [p.communicate(timeout=max(deadline - time.monotonic(), 0.1)) for p in procs]
     except subprocess.TimeoutExpired:
         waiting = [i for i, p in enumerate(procs) if p.poll() is None]
-        raise TimeoutError(
-            f"launches {waiting} still ran after {timeout_s:.0f} s; killed them"
-        ) from None
+        msg = f"launches {waiting} still ran after {timeout_s:.0f} s; killed them"
+        raise TimeoutError(msg) from None
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    return outputs
 
 
 def launch(
@@ -133,13 +123,11 @@ def launch(
     timeout_s: float = 300,
     check: bool = True,
 ) -> subprocess.CompletedProcess:
-    """Run a launch to the end, at most ``timeout_s`` seconds; output captured.
-
-    ``check=True`` turns a non-zero exit code into a ``RuntimeError`` with the end of the
-    error output (torchrun prints there which rank failed and why).
-    """
-    proc = subprocess.run(list(argv), env=env or worker_env(), capture_output=True, text=True,
-                          timeout=timeout_s)  # fmt: skip
+    """Run a launch to its end, at most ``timeout_s`` seconds, output captured; ``check``: a
+    non-zero exit is a RuntimeError with the end of stderr (where torchrun names the rank)."""
+    proc = subprocess.run(
+        list(argv), env=env or worker_env(), capture_output=True, text=True, timeout=timeout_s
+    )
     if check and proc.returncode != 0:
         raise RuntimeError(f"exit code {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
