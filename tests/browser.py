@@ -1,8 +1,9 @@
-"""Shared helpers for the tests that drive Debian's Chromium through Playwright.
+"""Helpers for the tests that drive Debian's Chromium through Playwright (not a test module).
 
 The browser is the system one (``apt-get install chromium``): Playwright's own browser
 download cannot work on the project's machines. Without it the browser tests skip, unless
 ``BLITZ_REQUIRE_BROWSER=1`` (set by ``.ci/run``) turns a missing browser into a failure.
+tests/conftest.py's ``browser`` fixture opens one with :func:`launch_chromium` per session.
 """
 
 from __future__ import annotations

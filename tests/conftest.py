@@ -1,11 +1,55 @@
-"""The test contract (tools/contract.py) for every pytest run, and the fixtures tests share.
-
-Applied before any test module imports torch, so that ``pytest --nbval notebooks/...``
-from a fresh shell runs the notebooks as ``make test`` does.
-"""
+"""The fixtures tests share. (The test contract is applied by the repository's conftest.py.)"""
 
 from __future__ import annotations
 
-from tools import contract
+import pytest
 
-contract.apply()
+# Made once per session, in temporary folders: the real site (both languages), the same site
+# behind an HTTP server, and one headless Chromium (a skip without one, a failure where
+# BLITZ_REQUIRE_BROWSER=1: tests/browser.py).
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from tests.browser import launch_chromium
+
+    with launch_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """The real site, built by `make html`'s command line: its folder (English; zh/ inside)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path_factory.mktemp("html") / "site"
+    tool = Path(__file__).resolve().parents[1] / "tools" / "build_site.py"
+    built = subprocess.run(
+        [sys.executable, str(tool), "--out", str(out)],
+        cwd=tool.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, f"site build failed:\n{built.stdout}\n{built.stderr}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def served_site(site):
+    """The site behind `python -m http.server`'s handler on a free port, in a thread: its URL."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(site))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+        server.shutdown()

@@ -16,8 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import NOTEBOOKS, ROOT
 from tests.nbval_bands import BAND_KEY, band_problems, check_band, templated
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def _banded_cells() -> list[tuple[str, int, nbformat.NotebookNode]]:
@@ -141,10 +143,25 @@ def test_nbval_with_bands_end_to_end(tmp_path: Path) -> None:
     nbformat.write(nb, path)
     report = tmp_path / "report.xml"
     subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env",
-         "-p", "tests.nbval_bands", "-o", "addopts=", "-q", f"--junitxml={report}", str(path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval",
+            "--nbval-current-env",
+            "-p",
+            "tests.nbval_bands",
+            "-o",
+            "addopts=",
+            "-q",
+            f"--junitxml={report}",
+            str(path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     outcomes = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         index = int(case.get("name", "").rsplit(" ", 1)[-1])

@@ -1,4 +1,5 @@
-"""Guards on the notebooks themselves: stored executed, top to bottom, and collected by nbval."""
+"""Guards on the notebooks themselves: stored executed, top to bottom, and collected by nbval
+(the English ones only: notebooks/zh is checked against them in tests/test_translations.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import NOTEBOOKS, ROOT
-
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [p.name for p in NOTEBOOKS]
 
 
@@ -51,11 +52,13 @@ def test_notebook_has_kernel_metadata(path: Path) -> None:
     )
 
 
-def test_every_notebook_is_collected_by_nbval() -> None:
-    """A notebook that exists but is not in nbval's collection would silently go untested."""
+def test_nbval_collects_every_english_notebook_and_no_chinese_one() -> None:
+    """A notebook that exists but is not in nbval's collection would silently go untested;
+    notebooks/zh has the English code and outputs, so nbval would run them twice."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     testpaths = config["tool"]["pytest"]["ini_options"]["testpaths"]
     assert "notebooks" in testpaths, f"pytest's testpaths {testpaths} leave out notebooks/"
+    assert list((ROOT / "notebooks" / "zh").glob("*.ipynb")), "no notebooks/zh to leave out"
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval", "notebooks"],
         cwd=ROOT,
@@ -67,3 +70,6 @@ def test_every_notebook_is_collected_by_nbval() -> None:
     for path in NOTEBOOKS:
         rel = path.relative_to(ROOT).as_posix()
         assert rel in collected, f"{rel} is not collected by nbval:\n{out.stdout[-2000:]}"
+    assert not [c for c in collected if c.startswith("notebooks/zh/")], (
+        "nbval collects notebooks/zh: keep it in pyproject's norecursedirs"
+    )

@@ -4,23 +4,23 @@ The Chinese notebooks get no nbval run of their own, on purpose: their code cell
 outputs and metadata are checked here to be exactly the English notebooks' (which nbval
 re-executes and compares), so a second run would execute the same code against the same
 outputs. What can differ, the markdown, is checked to be translated from the current
-English text. nbval is kept away from notebooks/zh (pyproject.toml, norecursedirs).
+English text. nbval is kept away from notebooks/zh (pyproject.toml, norecursedirs; checked in
+tests/test_notebooks_guard.py).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tests.conftest import NOTEBOOKS, ROOT
 from tools import i18n
 
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
 FIX = "translate with `python tools/i18n.py todo {stem}` + `import` (translations/zh/glossary.md)"
 
@@ -70,20 +70,6 @@ def test_no_chinese_notebook_without_an_english_one() -> None:
     assert not extra, f"notebooks/zh has notebooks with no English source: {extra}"
 
 
-def test_nbval_does_not_collect_the_chinese_notebooks() -> None:
-    """nbval runs once, on the English notebooks (see this module's docstring)."""
-    assert list((ROOT / "notebooks" / "zh").glob("*.ipynb")), "no notebooks/zh to leave out"
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval", "notebooks"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    collected = [line for line in out.stdout.splitlines() if "::" in line]
-    assert collected, f"nbval collected nothing:\n{out.stdout[-2000:]}{out.stderr[-2000:]}"
-    assert not [c for c in collected if c.startswith("notebooks/zh/")], (
-        "nbval collects notebooks/zh: keep it in pyproject's norecursedirs"
-    )
-
-
 # --- the mechanism, on a tiny notebook -----------------------------------------------------
 
 
@@ -99,7 +85,7 @@ def _tiny(tmp_path: Path) -> Path:
                 outputs=[new_output("stream", name="stdout", text="1\n")],
             ),
             new_markdown_cell("## Summary\n\nSee [docs](https://pytorch.org).", id="tail"),
-        ],  # fmt: skip
+        ],
         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}},
     )
     folder = tmp_path / "notebooks"
@@ -115,12 +101,17 @@ GOOD = {
 }
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "i18n.py"), "--notebooks",
-         str(tmp_path / "notebooks"), "--translations", str(tmp_path / "translations"), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+@pytest.fixture
+def cli(tmp_path: Path, capsys):
+    """``python tools/i18n.py ARGS`` on tmp_path's notebooks and catalogs, run in-process:
+    (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        folders = ["--notebooks", str(tmp_path / "notebooks")]
+        code = i18n.main([*folders, "--translations", str(tmp_path / "translations"), *args])
+        return (code, *capsys.readouterr())
+
+    return run
 
 
 def test_missing_and_stale_cells_are_named(tmp_path: Path) -> None:
@@ -199,31 +190,31 @@ def test_orphan_entries_are_named_and_pruned(tmp_path: Path) -> None:
     assert "tail" not in i18n.Catalog.load(english, "zh", root).entries
 
 
-def test_translator_round_trip_through_the_command_line(tmp_path: Path) -> None:
+def test_translator_round_trip_through_the_command_line(tmp_path: Path, cli) -> None:
     """todo --json -> fill in -> import -> check passes: what a translator session does."""
     english = _tiny(tmp_path)
-    todo = _cli(tmp_path, "todo", "01", "--json")
-    assert todo.returncode == 0, todo.stderr
-    wanted = json.loads(todo.stdout)
+    code, out, err = cli("todo", "01", "--json")
+    assert code == 0, err
+    wanted = json.loads(out)
     assert set(wanted) == {"head", "tail"} and wanted["head"].startswith("# 01 · Tiny")
-    failed = _cli(tmp_path, "check")
-    assert failed.returncode == 1 and "01_tiny: 2 untranslated: head tail" in failed.stdout
+    code, out, _ = cli("check")
+    assert code == 1 and "01_tiny: 2 untranslated: head tail" in out
 
     batch = tmp_path / "t.json"
     batch.write_text(json.dumps(GOOD, ensure_ascii=False), encoding="utf-8")
-    done = _cli(tmp_path, "import", "01_tiny", str(batch))
-    assert done.returncode == 0, done.stderr
-    assert "2/2 markdown cells translated" in done.stdout
-    passed = _cli(tmp_path, "check")
-    assert passed.returncode == 0, passed.stdout + passed.stderr
+    code, out, err = cli("import", "01_tiny", str(batch))
+    assert code == 0, err
+    assert "2/2 markdown cells translated" in out
+    code, out, err = cli("check")
+    assert code == 0, out + err
     zh = nbformat.read(i18n.translated_path(english, "zh"), as_version=4)
     assert zh.cells[0].source == GOOD["head"]
 
     (tmp_path / "one.md").write_text("## 总结\n\n参见[文档](https://pytorch.org)。\n", "utf-8")
-    assert _cli(tmp_path, "set", "01", "tail", str(tmp_path / "one.md")).returncode == 0
-    assert _cli(tmp_path, "todo", "01").stdout.startswith("01_tiny: 2/2 markdown cells")
-    unknown = _cli(tmp_path, "todo", "09")
-    assert unknown.returncode == 1 and "matches none" in unknown.stderr
+    assert cli("set", "01", "tail", str(tmp_path / "one.md"))[0] == 0
+    assert cli("todo", "01")[1].startswith("01_tiny: 2/2 markdown cells")
+    code, _, err = cli("todo", "09")
+    assert code == 1 and "matches none" in err
 
 
 def test_a_line_break_inside_chinese_text_is_named() -> None:
