@@ -9,10 +9,10 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 # How the notebooks run under test (CPU, two threads, the CIFAR-10 subset) is defined once, in
 # tools/contract.py: pytest, `make refresh` and `make test-gpu` apply it themselves.
-# `make lab` and `make bench` use the team's offline subset beside the checkout when the full
-# dataset cannot be downloaded (see README).
+# `make lab`, `make bench` and `make html EXECUTE=1` use the team's offline subset beside the
+# checkout when the full dataset cannot be downloaded (see README).
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
-lab bench: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
+lab bench html: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
 
 
 .PHONY: help venv lab data-link test test-portable test-gpu lint utils refresh clean html bench translations

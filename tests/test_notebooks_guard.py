@@ -42,6 +42,11 @@ def test_notebook_is_stored_executed_in_order(path: Path) -> None:
         if out.get("output_type") == "error"
     ]
     assert not errors, f"{path.name}: code cells {errors} stored an error"
+    stamped = [i for i, c in enumerate(code) if "execution" in c.metadata]
+    assert not stamped, (
+        f"{path.name}: code cells {stamped} store execution timestamps, which change on every "
+        "run and hide the real diff; store it with `make refresh`, which leaves them out"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 
-def imshow(img, mean, std, ax=None):
+def imshow(img: torch.Tensor, mean: tuple, std: tuple, ax=None):
     """Show a normalized C x H x W image tensor (e.g. from `make_grid`); return the axes."""
     pixels = img.cpu() * torch.tensor(std).view(-1, 1, 1) + torch.tensor(mean).view(-1, 1, 1)
     if ax is None:
@@ -18,14 +18,14 @@ def imshow(img, mean, std, ax=None):
     return ax
 
 
-def to_tensors(dataset, mean, std):
+def to_tensors(dataset, mean: tuple, std: tuple) -> tuple[torch.Tensor, torch.Tensor]:
     """All images of `dataset` as one normalized N x 3 x 32 x 32 float tensor, and the labels."""
     X = torch.as_tensor(dataset.data).permute(0, 3, 1, 2).float().div(255)
     X = (X - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
     return X, torch.as_tensor(dataset.targets)
 
 
-def amp_dtype_for(device):
+def amp_dtype_for(device: torch.device) -> torch.dtype | None:
     if device.type != "cuda":
         return None
     native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
@@ -33,8 +33,16 @@ def amp_dtype_for(device):
 
 
 def train_one_epoch(
-    model, optimizer, loss_fn, X_train, y_train, batch_size, device, scheduler=None, augment_fn=None
-):
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn,
+    X_train: torch.Tensor,
+    y_train: torch.Tensor,
+    batch_size: int,
+    device: torch.device,
+    scheduler=None,
+    augment_fn=None,
+) -> float:
     amp_dtype = amp_dtype_for(device)
     scaler = torch.amp.GradScaler("cuda", init_scale=2.0**10, enabled=amp_dtype == torch.float16)
     model.train()
@@ -56,7 +64,7 @@ def train_one_epoch(
     return total / steps  # the epoch's mean training loss
 
 
-def accuracy(model, X_test, y_test, device, flips=False):
+def accuracy(model: nn.Module, X_test, y_test, device: torch.device, flips: bool = False) -> float:
     model.eval()
     with torch.no_grad():
         X = X_test.to(device)
@@ -66,12 +74,12 @@ def accuracy(model, X_test, y_test, device, flips=False):
     return (scores.argmax(1).cpu() == y_test).float().mean().item()
 
 
-def sgd(lr, **kw):
+def sgd(lr: float, **kw):
     """A function that builds SGD with momentum 0.9 (and `kw`) for given parameters."""
     return lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9, **kw)
 
 
-def conv_block(c_in, c_out, batch_norm=True):
+def conv_block(c_in: int, c_out: int, batch_norm: bool = True) -> nn.Sequential:
     if not batch_norm:
         return nn.Sequential(
             nn.Conv2d(c_in, c_out, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2)
@@ -84,7 +92,7 @@ def conv_block(c_in, c_out, batch_norm=True):
     )
 
 
-def better_net(width=16, batch_norm=True):
+def better_net(width: int = 16, batch_norm: bool = True) -> nn.Sequential:
     return nn.Sequential(
         conv_block(3, width, batch_norm),
         conv_block(width, 2 * width, batch_norm),
@@ -95,11 +103,11 @@ def better_net(width=16, batch_norm=True):
     )
 
 
-def one_cycle(optimizer, steps):
+def one_cycle(optimizer: torch.optim.Optimizer, steps: int):
     return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=steps)
 
 
-def augment(X, pad=4):
+def augment(X: torch.Tensor, pad: int = 4) -> torch.Tensor:
     """Random left-right flips, then a random 32 x 32 window of the zero-padded image."""
     n, _, h, w = X.shape
     flip = torch.rand(n) < 0.5
