@@ -16,6 +16,8 @@ import tempfile
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from utils import data
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_SUBSET = ROOT.parent / "shared" / "data" / "cifar10-subset.npz"
 _ON = {"1", "true", "yes", "on"}
@@ -26,9 +28,20 @@ _OFF = {"0", "false", "no", "off"}
 _HIDE_MPS = "import torch\n\ntorch.backends.mps.is_available = lambda: False\n"
 
 
+def add_venv_to_path(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Put this Python's scripts folder first on PATH, as an activated venv does, so that a
+    notebook's ``!torchrun ...`` runs the launcher of the kernel's own PyTorch."""
+    scripts = str(Path(sys.executable).parent)
+    parts = environ.get("PATH", "").split(os.pathsep)
+    if parts[:1] != [scripts]:
+        environ["PATH"] = os.pathsep.join([scripts, *(p for p in parts if p and p != scripts)])
+
+
 def apply(environ: MutableMapping[str, str] = os.environ) -> None:
     """Set the test contract's defaults in ``environ`` (kernels and workers inherit them)."""
     environ.setdefault("OMP_NUM_THREADS", "2")
+    add_venv_to_path(environ)
+    data.install_kernel_hook()  # torchvision's CIFAR10 calls read the subset in the kernels
     environ.setdefault("BLITZ_CIFAR10", "subset")
     if SHARED_SUBSET.is_file():
         environ.setdefault("BLITZ_CIFAR10_SUBSET", str(SHARED_SUBSET))

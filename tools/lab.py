@@ -12,6 +12,8 @@ import socket
 import sys
 from pathlib import Path
 
+from utils.data import install_kernel_hook
+
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
 
@@ -28,6 +30,7 @@ def main() -> None:
             f"make lab: port {port} on 127.0.0.1 is already in use (another JupyterLab?). "
             f"Stop that program or choose another port: make lab LAB_PORT={port + 1}"
         )
+    install_kernel_hook()  # offline, the lesson's torchvision calls read the CIFAR-10 subset
     env = {name: value for name, value in os.environ.items() if name != "JUPYTER_TOKEN"}
     if token := os.environ.get("LAB_TOKEN", "").strip():
         env["JUPYTER_TOKEN"] = token

@@ -1,5 +1,9 @@
 """CIFAR-10 without a network, which no lesson teaches: notebook 04 teaches torchvision's.
 
+In the kernels of ``make lab`` and of the tests, ``torchvision.datasets.CIFAR10`` itself
+follows the choice below (``serve_offline_cifar10``, installed by ``install_kernel_hook``),
+so the lesson's official calls work offline from the subset.
+
 ``BLITZ_CIFAR10=full``: torchvision's CIFAR-10 (download bounded in time); ``subset``: the
 6,000 images of shared/data/README.md, from the ``.npz`` named by ``BLITZ_CIFAR10_SUBSET``
 or cut from the full dataset, checked either way; unset (``auto``): the full dataset if it
@@ -8,9 +12,13 @@ can be had, else the subset file. Every failure is one message saying how to fix
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.abc
+import importlib.util
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,9 +28,13 @@ from torch.utils.data import Dataset
 
 SUBSET_ENV = "BLITZ_CIFAR10_SUBSET"
 CHOICE_ENV = "BLITZ_CIFAR10"
+ROOT_ENV = "BLITZ_CIFAR10_ROOT"  # where the full dataset is, whatever root a caller passes
 SUBSET_SHA256 = "6be54dd6081083a07e384e2fce16cf3645d9d612807cbbeb2899d1278bfe3a75"
 # _arrays_sha256 of the subset: the same whether read from the file or cut from the full set
 SUBSET_ARRAYS_SHA256 = "c3ee9a1dfe4ec2032573ee14364e147a826254471182881e009b63cee43ee33d"
+# A file in a torchvision-format folder that tools/full_from_subset.py built: torchvision's
+# md5 check of the real archive's files cannot pass there, and is skipped.
+BUILT_FROM_SUBSET = "BUILT-FROM-THE-SUBSET.txt"
 DOWNLOAD_TIMEOUT_S = 60.0  # seconds without a byte before a download gives up
 FULL_BATCH, PER_BATCH = 10_000, 1_000  # images per torchvision batch file; the subset's share
 
@@ -86,7 +98,7 @@ def _load_subset_file(path: str | Path, transform, test_transform) -> CIFAR10Dat
         why = f"cannot read the CIFAR-10 subset at {path} ({type(err).__name__}: {err})."
         raise SubsetError(f"{why}{chmod} {fix}") from err
     classes = tuple(arrays.pop().tolist())
-    return _subset(arrays, classes, transform, test_transform, f"from the file in ${SUBSET_ENV}")
+    return _subset(arrays, classes, transform, test_transform, f"from {path.name}")
 
 
 def _arrays_sha256(x_train: Any, y_train: Any, x_test: Any, y_test: Any) -> str:
@@ -124,7 +136,9 @@ def _partial_copy_note(root: Path) -> str:
 
 def _full_cifar10(root: Path, transform, test_transform, download: bool, choice: str) -> tuple:
     """torchvision's CIFAR-10, with a bounded download and one clear error."""
-    from torchvision.datasets import CIFAR10  # here: the subset file does not need torchvision
+    CIFAR10 = _torchvision_cifar10()  # here: the subset file does not need torchvision
+    if (root / "cifar-10-batches-py" / BUILT_FROM_SUBSET).is_file():
+        CIFAR10, download = _unverified(CIFAR10), False
 
     # torchvision downloads with urllib without a timeout: a server that accepts and never
     # answers would hang the notebook. The default socket timeout bounds every read.
@@ -170,7 +184,8 @@ def load_cifar10(
             f"{CHOICE_ENV}={os.environ[CHOICE_ENV]!r} is not one of auto, full, "
             "subset (unset means auto)"
         )
-    subset_file, root = os.environ.get(SUBSET_ENV, "").strip(), Path(root)
+    subset_file = os.environ.get(SUBSET_ENV, "").strip()
+    root = Path(os.environ.get(ROOT_ENV, "").strip() or root)
     if choice == "subset" and subset_file:
         return _load_subset_file(subset_file, transform, test_transform)
     try:
@@ -194,3 +209,109 @@ def load_cifar10(
             f"CIFAR-10.{_partial_copy_note(root)}"
         )
     return _subset(arrays, classes, transform, test_transform, f"cut from the full dataset {where}")
+
+
+# --- torchvision's own calls, offline ---------------------------------------------------------
+
+_SAID: set[str] = set()
+_ORIGINAL: list[type] = []  # torchvision's CIFAR10, once serve_offline_cifar10 replaced it
+KERNEL_CONFIG = "ipython_kernel_config.py"
+_HOOK_LINE = '__import__("utils.data", fromlist=["_"]).serve_offline_cifar10()'
+
+
+def _torchvision_cifar10() -> type:
+    from torchvision import datasets
+
+    return _ORIGINAL[0] if _ORIGINAL else datasets.CIFAR10
+
+
+def _unverified(cifar10: type) -> type:
+    class Unverified(cifar10):
+        def _check_integrity(self) -> bool:
+            return True
+
+        def _load_meta(self) -> None:
+            import pickle
+
+            with open(Path(self.root) / self.base_folder / self.meta["filename"], "rb") as f:
+                self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
+            self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+
+    return Unverified
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(root: str, download: bool) -> CIFAR10Data:
+    return load_cifar10(root, download=download)
+
+
+def serve_offline_cifar10() -> None:
+    """Let ``torchvision.datasets.CIFAR10(root, train, transform, ..., download)`` follow
+    ``load_cifar10``'s choice (``BLITZ_CIFAR10``; the subset offline): the object is still a
+    torchvision ``CIFAR10`` with ``.data``, ``.targets`` and ``.classes``. Done when
+    ``torchvision.datasets`` is first imported, so a kernel that never uses it pays nothing."""
+    if "torchvision.datasets" in sys.modules:
+        _replace(sys.modules["torchvision.datasets"])
+    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
+def _replace(datasets: Any) -> None:
+    if _ORIGINAL:
+        return
+    original = datasets.CIFAR10
+    _ORIGINAL.append(original)
+
+    class CIFAR10(original):
+        def __init__(
+            self, root, train=True, transform=None, target_transform=None, download=False
+        ) -> None:
+            found = _cached(str(root), bool(download))
+            split = found.train if train else found.test
+            super(original, self).__init__(
+                root, transform=transform, target_transform=target_transform
+            )
+            self.train, self.data, self.targets = train, split.data, list(split.targets)
+            self.classes = list(found.classes)
+            self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+            if found.source.startswith("CIFAR-10 subset") and found.source not in _SAID:
+                _SAID.add(found.source)  # once, not once per split
+                print(f"offline: {found.source}")
+
+    CIFAR10.__doc__, CIFAR10.__module__ = original.__doc__, original.__module__
+    CIFAR10.__qualname__ = original.__qualname__
+    datasets.CIFAR10 = CIFAR10
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Runs ``_replace`` right after ``torchvision.datasets`` is imported."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "torchvision.datasets":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run(module)
+                _replace(module)
+
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def install_kernel_hook(prefix: str | Path = sys.prefix) -> Path | None:
+    """Have every IPython kernel of this virtual environment call ``serve_offline_cifar10``
+    (a line in ``<venv>/etc/ipython/ipython_kernel_config.py``, which IPython reads). Outside a
+    virtual environment nothing is written: None."""
+    if sys.prefix == sys.base_prefix and Path(prefix) == Path(sys.prefix):
+        return None
+    config = Path(prefix) / "etc" / "ipython" / KERNEL_CONFIG
+    line = f"c.InteractiveShellApp.exec_lines.append({_HOOK_LINE!r})\n"
+    text = config.read_text() if config.is_file() else ""
+    if line not in text:
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(text + line)
+    return config

@@ -1,0 +1,238 @@
+"""How big each lesson is and how long it takes a learner, by one formula.
+
+Every cell belongs to one part of its notebook, by its cell tags: a deep dive (``optional``),
+an exercise (``exercise`` or ``solution``) or, with none of those, the core path. A learner's
+time for a part is ``words / 200 + code_lines / 10`` minutes: reading technical prose at
+about 200 words a minute, and about 6 seconds to read, type and run each non-blank code
+line. On the official 60-minute blitz (about 4,500 words, 350 code lines) it gives 58 min.
+
+    python -m tools.lesson_size          # the table: per notebook and in total
+    python -m tools.lesson_size write    # stamp the times into the headers (en and zh)
+    python -m tools.lesson_size check    # fail when a header's times or a Lab flag are stale
+
+``write`` also marks the heading that opens each deep dive as collapsed in JupyterLab
+(cell metadata ``jp-MarkdownHeadingCollapsed``), so a deep dive opens folded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+try:
+    from tools import i18n
+except ImportError:  # run as a script: tools/ is sys.path[0]
+    import i18n
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+WORDS_PER_MIN = 200
+LINES_PER_MIN = 10
+CORE_BUDGET = (5_000, 450)  # words of markdown, non-blank code lines: all five core paths
+OPTIONAL, EXERCISE, SOLUTION = "optional", "exercise", "solution"
+PARTS = ("core", "deep dives", "exercises")
+COLLAPSED = "jp-MarkdownHeadingCollapsed"
+# The header line ``write`` keeps current, in each language.
+TIME_LINE = {
+    "en": (
+        re.compile(r"^\*\*Learner time\*\*:.*$", re.M),
+        "**Learner time**: core path about {0} min; deep dives about {1} min; "
+        "exercises about {2} min.",
+    ),
+    "zh": (
+        re.compile(r"^\*\*学习时间\*\*：.*$", re.M),
+        "**学习时间**：核心路径约 {0} 分钟；深入部分约 {1} 分钟；练习约 {2} 分钟。",
+    ),
+}
+HEADING = re.compile(r"^(#{2,4})\s+\S", re.M)
+
+
+def minutes(words: int, lines: int) -> int:
+    """A learner's minutes for this much prose and code, rounded as a header shows them."""
+    exact = words / WORDS_PER_MIN + lines / LINES_PER_MIN
+    if exact < 10:
+        return max(1, round(exact)) if words or lines else 0
+    return 5 * round(exact / 5)
+
+
+def part_of(cell: nbformat.NotebookNode) -> str:
+    tags = set(cell.get("metadata", {}).get("tags", []))
+    if OPTIONAL in tags:
+        return "deep dives"
+    if tags & {EXERCISE, SOLUTION}:
+        return "exercises"
+    return "core"
+
+
+def size(cell: nbformat.NotebookNode) -> tuple[int, int]:
+    """(markdown words, non-blank code lines) of one cell."""
+    if cell.cell_type == "markdown":
+        return len(cell.source.split()), 0
+    if cell.cell_type == "code":
+        return 0, sum(1 for line in cell.source.splitlines() if line.strip())
+    return 0, 0
+
+
+@dataclass
+class Size:
+    words: int = 0
+    lines: int = 0
+
+    def add(self, words: int, lines: int) -> None:
+        self.words += words
+        self.lines += lines
+
+    @property
+    def minutes(self) -> int:
+        return minutes(self.words, self.lines)
+
+
+@dataclass
+class DeepDive:
+    """A run of consecutive ``optional`` cells; the first should be its heading."""
+
+    start: int  # index of its first cell
+    size: Size = field(default_factory=Size)
+
+
+@dataclass
+class Lesson:
+    path: Path
+    parts: dict[str, Size]
+    deep_dives: list[DeepDive]
+
+
+def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
+    nb = nb if nb is not None else nbformat.read(path, as_version=4)
+    parts = {name: Size() for name in PARTS}
+    dives: list[DeepDive] = []
+    previous = ""
+    for i, cell in enumerate(nb.cells):
+        part = part_of(cell)
+        parts[part].add(*size(cell))
+        if part == "deep dives":
+            if previous != "deep dives":
+                dives.append(DeepDive(i))
+            dives[-1].size.add(*size(cell))
+        previous = part
+    return Lesson(path, parts, dives)
+
+
+def deep_dives(nb: nbformat.NotebookNode) -> list[DeepDive]:
+    """The deep-dive sections of a notebook (the site marks each with its minutes)."""
+    return measure(Path("-"), nb).deep_dives
+
+
+def time_line(lesson: Lesson, lang: str) -> str:
+    return TIME_LINE[lang][1].format(*(lesson.parts[p].minutes for p in PARTS))
+
+
+def problems(path: Path) -> list[str]:
+    """What ``check`` reports for one English notebook and its Chinese catalog."""
+    nb = nbformat.read(path, as_version=4)
+    lesson = measure(path, nb)
+    found = []
+    header = nb.cells[0].source if nb.cells else ""
+    want = time_line(lesson, "en")
+    if want not in header:
+        found.append(f"{path.name}: the header should say '{want}'")
+    catalog = i18n.Catalog.load(path)
+    entry = catalog.entries.get(nb.cells[0].get("id", "")) if nb.cells else None
+    if entry is not None and time_line(lesson, "zh") not in entry.text:
+        found.append(f"{path.name}: the Chinese header should say '{time_line(lesson, 'zh')}'")
+    for dive in lesson.deep_dives:
+        cell = nb.cells[dive.start]
+        if cell.cell_type != "markdown" or not HEADING.match(cell.source):
+            found.append(f"{path.name}: cell {dive.start} opens a deep dive: make it a heading")
+        elif not cell.metadata.get(COLLAPSED):
+            found.append(f"{path.name}: cell {dive.start}, a deep dive's heading, is not collapsed")
+    return found
+
+
+def write(path: Path) -> bool:
+    """Stamp the learner times and the collapsed flags; True when something changed."""
+    nb = nbformat.read(path, as_version=4)
+    lesson = measure(path, nb)
+    before = nbformat.writes(nb)
+    header = nb.cells[0]
+    old_header = header.source
+    pattern, _ = TIME_LINE["en"]
+    if pattern.search(header.source):
+        header.source = pattern.sub(time_line(lesson, "en"), header.source)
+    for cell in nb.cells:
+        cell.metadata.pop(COLLAPSED, None)
+    for dive in lesson.deep_dives:
+        cell = nb.cells[dive.start]
+        if cell.cell_type == "markdown" and HEADING.match(cell.source):
+            cell.metadata[COLLAPSED] = True
+    changed = nbformat.writes(nb) != before
+    if changed:
+        nbformat.write(nb, path)
+    catalog = i18n.Catalog.load(path)
+    entry = catalog.entries.get(header.get("id", ""))
+    if entry is not None:
+        pattern, _ = TIME_LINE["zh"]
+        text = pattern.sub(time_line(lesson, "zh"), entry.text)
+        # A translation that was current stays current: only the numbers changed.
+        fresh = entry.en_hash == i18n.source_hash(old_header)
+        new_hash = i18n.source_hash(header.source) if fresh else entry.en_hash
+        if text != entry.text or new_hash != entry.en_hash:
+            catalog.entries[header.id] = i18n.Entry(text, new_hash)
+            catalog.save([c.id for c in nb.cells])
+            changed = True
+    return changed
+
+
+def table(paths: list[Path]) -> str:
+    rows = [
+        "| notebook | core words | core code lines | core | deep dives | exercises | total |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    total = {name: Size() for name in PARTS}
+    for path in paths:
+        lesson = measure(path)
+        for name in PARTS:
+            total[name].add(lesson.parts[name].words, lesson.parts[name].lines)
+        rows.append(_row(path.stem, lesson.parts))
+    rows.append(_row("all five", total))
+    words, lines = CORE_BUDGET
+    rows.append(f"\nBudget of the core path: {words:,} words, {lines} code lines.")
+    return "\n".join(rows)
+
+
+def _row(name: str, parts: dict[str, Size]) -> str:
+    core = parts["core"]
+    every = Size(sum(p.words for p in parts.values()), sum(p.lines for p in parts.values()))
+    times = " | ".join(f"{parts[p].minutes} min" for p in PARTS)
+    return f"| {name} | {core.words:,} | {core.lines} | {times} | {every.minutes} min |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", nargs="?", default="table", choices=("table", "write", "check"))
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if args.command == "table":
+        print(table(paths))
+    elif args.command == "write":
+        for path in paths:
+            if write(path):
+                print(f"updated {path.relative_to(ROOT) if path.is_absolute() else path}")
+    else:
+        found = [p for path in paths for p in problems(path)]
+        for line in found:
+            print(line, file=sys.stderr)
+        if found:
+            print("Fix: python -m tools.lesson_size write", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
