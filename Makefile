@@ -12,15 +12,16 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 # `make lab`, `make bench` and `make html EXECUTE=1` use the team's offline subset beside the
 # checkout when the full dataset cannot be downloaded (see README).
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
-lab bench html: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
+lab bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
 
 
-.PHONY: help venv lab data-link test test-portable test-gpu lint utils refresh clean html bench translations
+.PHONY: help venv lab data-link test test-portable test-full-data test-gpu lint utils refresh clean html bench translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
 	@echo "make test-portable - nbval again under other CPU kernels and thread counts"
+	@echo "make test-full-data - notebooks 04 and 05 on a 50,000-image CIFAR-10 built from the subset"
 	@echo "make test-gpu - every notebook on your GPU (their asserts check it), unit tests on it"
 	@echo "make lint     - ruff check and ruff format --check (.py and .ipynb)"
 	@echo "make utils    - rewrite utils' lesson modules from the notebooks' cells tagged save"
@@ -64,6 +65,16 @@ test: lint
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
 test-portable: $(STAMP)
 	$(BIN)/python tools/test_portable.py
+
+# Notebooks 04 and 05 on the full dataset's size: a 50,000 / 10,000-image torchvision folder
+# built from the subset in a temporary folder (tools/full_from_subset.py), every cell run
+# (no output comparison: the stored outputs come from the subset). The folder is removed.
+test-full-data: $(STAMP)
+	@test -f "$(BLITZ_CIFAR10_SUBSET)" || { echo "make test-full-data: needs the subset file: set BLITZ_CIFAR10_SUBSET=/path/to/cifar10-subset.npz (see README)"; exit 2; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(BIN)/python -m tools.full_from_subset "$$tmp" --subset "$(BLITZ_CIFAR10_SUBSET)" && \
+	BLITZ_CIFAR10=full BLITZ_CIFAR10_ROOT="$$tmp" $(BIN)/python -m tools.run_notebooks \
+		--out-dir "$$tmp/executed" notebooks/04_cifar10.ipynb notebooks/05_data_parallel.ipynb
 
 # A teacher's check of a GPU machine: every notebook executed on the accelerator (no output
 # comparison: the numbers differ from the stored CPU ones, the notebooks' asserts are the

@@ -102,9 +102,7 @@ def test_subset_behaves_like_torchvision_cifar10(fake_subset: Path) -> None:
     # The image is the stored array, converted like torchvision does (HWC uint8 -> CHW).
     expected = torch.from_numpy(train.data[3]).permute(2, 0, 1).float() / 255 * 2 - 1
     assert torch.allclose(img, expected, atol=1e-6)
-    assert (
-        source == f"CIFAR-10 subset: 20 training / 10 test images, from the file in ${SUBSET_ENV}"
-    )
+    assert source == "CIFAR-10 subset: 20 training / 10 test images, from subset.npz"
 
 
 def test_subset_without_transform_returns_pil_and_test_transform_is_separate(
@@ -494,8 +492,85 @@ def test_stored_outputs_compare_equal_whichever_way_the_subset_arrived(
     cut = load_cifar10(root=offline_full).source
     monkeypatch.setenv(SUBSET_ENV, str(REAL_SUBSET))
     from_file = load_cifar10(root=offline_full).source
-    assert "from the file" in from_file and "cut from the full dataset" in cut
+    assert "from cifar10-subset.npz" in from_file and "cut from the full dataset" in cut
     assert sanitize(cut) == sanitize(from_file), (
         "tests/nbval_sanitize.cfg needs a rule mapping both subset sources to one text"
     )
     assert sanitize(cut).startswith("CIFAR-10 subset: 5,000 training / 1,000 test images")
+
+
+# --- torchvision's own calls, offline (the kernels of make lab and of the tests) -----------
+
+_SERVE = """
+import os, sys
+import utils.data as d
+d.serve_offline_cifar10()
+from torchvision import datasets  # imported after: the hook replaces CIFAR10 on import
+original = d._ORIGINAL[0]
+train = datasets.CIFAR10(root=sys.argv[1], train=True, download=True)
+test = datasets.CIFAR10(root=sys.argv[1], train=False, download=True)
+assert isinstance(train, original) and type(train).__name__ == "CIFAR10"
+print(len(train), len(test), train.classes[train[0][1]], type(train[0][0]).__name__)
+"""
+
+
+def _serve(tmp_path: Path, root: Path, **env: str) -> list[str]:
+    import subprocess
+    import sys
+
+    script = tmp_path / "serve.py"
+    script.write_text(_SERVE)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BLITZ_CIFAR10")}
+    done = subprocess.run(
+        [sys.executable, str(script), str(root)],
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
+def test_torchvisions_calls_read_the_subset_offline(tmp_path: Path) -> None:
+    if not REAL_SUBSET.is_file():
+        pytest.skip(f"the real subset is not at {REAL_SUBSET}")
+    lines = _serve(
+        tmp_path, tmp_path / "data", BLITZ_CIFAR10="subset", **{SUBSET_ENV: str(REAL_SUBSET)}
+    )
+    assert lines == [
+        "offline: CIFAR-10 subset: 5,000 training / 1,000 test images, from cifar10-subset.npz",
+        "5000 1000 frog Image",
+    ], "said once (not once per split), then torchvision's CIFAR10 with the subset's images"
+
+
+def test_the_folder_built_from_the_subset_is_a_full_cifar10(tmp_path: Path, monkeypatch) -> None:
+    """tools/full_from_subset: 50,000 / 10,000 images in torchvision's format, read through
+    torchvision's own call (md5 skipped for this folder only), and cutting the subset back
+    out of it gives exactly the subset (so the real images sit where the real files have them)."""
+    if not REAL_SUBSET.is_file():
+        pytest.skip(f"the real subset is not at {REAL_SUBSET}")
+    from tools import full_from_subset
+
+    full_from_subset.build(REAL_SUBSET, tmp_path / "full")
+    lines = _serve(
+        tmp_path,
+        tmp_path / "elsewhere",
+        BLITZ_CIFAR10="full",
+        BLITZ_CIFAR10_ROOT=str(tmp_path / "full"),
+    )
+    assert lines == ["50000 10000 frog Image"], "no offline line: this is the full-size set"
+    monkeypatch.setenv(data_mod.ROOT_ENV, str(tmp_path / "full"))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
+    cut = load_cifar10(root="unused")
+    assert "cut from the full dataset" in cut.source and len(cut.train) == 5000
+
+
+def test_the_kernel_hook_is_one_line_in_the_venvs_ipython_config(tmp_path: Path) -> None:
+    config = data_mod.install_kernel_hook(tmp_path)
+    assert config == tmp_path / "etc" / "ipython" / "ipython_kernel_config.py"
+    data_mod.install_kernel_hook(tmp_path)  # twice: still one line
+    lines = config.read_text().splitlines()
+    assert len(lines) == 1 and "serve_offline_cifar10()" in lines[0]
+    assert lines[0].startswith("c.InteractiveShellApp.exec_lines.append(")

@@ -40,6 +40,8 @@ A lesson that exists only inside this test.
 
 **Hardware**: any CPU. A GPU is optional.
 
+**Learner time**: core path about 5 min; deep dives about 2 min; exercises about 1 min.
+
 **Run time**: about 1 s on the 2-core CPU (measured with nbval).
 """
 ZH_HEADER = """# 07 · 示例课程
@@ -52,6 +54,8 @@ ZH_HEADER = """# 07 · 示例课程
 **先修：** 无。
 
 **硬件**：任何 CPU 都可以。GPU 可有可无。
+
+**学习时间**：核心路径约 5 分钟；深入部分约 2 分钟；练习约 1 分钟。
 
 **运行时间：** 在 2 核 CPU 上约 1 秒（用 nbval 测得）；另有说明。
 """
@@ -77,6 +81,7 @@ def _lesson(path: Path, lang: str) -> nbformat.NotebookNode:
                 "none.",
                 "any CPU.",
                 "about 1 s on the 2-core CPU",
+                "core path about 5 min; deep dives about 2 min; exercises about 1 min",
             ),
         ),
         (
@@ -87,6 +92,7 @@ def _lesson(path: Path, lang: str) -> nbformat.NotebookNode:
                 "无。",
                 "任何 CPU 都可以。",
                 "在 2 核 CPU 上约 1 秒",
+                "核心路径约 5 分钟；深入部分约 2 分钟；练习约 1 分钟",
             ),
         ),
     ],
@@ -102,6 +108,7 @@ def test_parse_header_reads_the_first_cell(tmp_path: Path, header: str, expected
         lesson.fields["Prerequisites"],
         lesson.hardware,
         lesson.run_time,
+        lesson.learner_time,
     )
     assert found == expected
 
@@ -221,6 +228,51 @@ def test_build_writes_both_languages_with_switches(tmp_path: Path) -> None:
     assert (out / "zh" / "07_sample.ipynb").read_text() == i18n.notebook_text(
         i18n.translate(nb, i18n.Catalog.load(src / "07_sample.ipynb", "zh", catalogs))
     )
+
+
+def test_deep_dives_are_marked_and_the_switch_hides_them(tmp_path: Path, browser) -> None:
+    """Each deep dive carries "deep dive · optional · about N min" (N by tools/lesson_size's
+    formula, in both languages); "Core path only" hides deep dives and exercises."""
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    optional = {"tags": ["optional"]}
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell(GOOD_HEADER, id="head"),
+            new_markdown_cell("## Core part\n\nEveryone reads this.", id="core"),
+            new_markdown_cell(
+                "## Deep dive: More\n\n" + "word " * 400, id="dive", metadata=optional
+            ),
+            new_code_cell("y = 2", id="divecode", metadata=optional),
+            new_markdown_cell("## Exercises\n\nTry it.", id="ex", metadata={"tags": ["exercise"]}),
+        ]
+    )
+    nbformat.write(nb, src / "07_sample.ipynb")
+    catalogs = tmp_path / "translations"
+    zh = {"head": ZH_HEADER, "dive": "## 深入（选读）：更多\n\n" + "字" * 400}
+    i18n.record(src / "07_sample.ipynb", zh, "zh", catalogs, allow_identical=False)
+    out = tmp_path / "site"
+    build_site(src, out, log=lambda _msg: None, translations=catalogs)
+    english, chinese = (out / "07_sample.html").read_text(), (out / "zh/07_sample.html").read_text()
+    # 401 words and 1 code line: 2.1 minutes, shown as 2
+    assert '<p class="blitz-deep-dive-badge">deep dive · optional · about 2 min</p>' in english
+    assert '<p class="blitz-deep-dive-badge">深入 · 选读 · 约 2 分钟</p>' in chinese
+    assert "Core path only" in english and "只看核心路径" in chinese
+
+    page = browser.new_page()
+    try:
+        page.goto((out / "07_sample.html").as_uri())
+        page.wait_for_selector(".blitz-optional", state="attached")
+        assert page.is_visible("text=Everyone reads this.") and page.is_visible("text=Try it.")
+        assert page.is_visible(".blitz-deep-dive-badge")
+        page.check("#blitz-core-only")
+        assert page.is_visible("text=Everyone reads this.")
+        assert not page.is_visible(".blitz-deep-dive-badge"), "the deep dive is still shown"
+        assert not page.is_visible("text=Try it."), "the exercise is still shown"
+        page.uncheck("#blitz-core-only")
+        assert page.is_visible(".blitz-deep-dive-badge")
+    finally:
+        page.close()
 
 
 def test_out_pointing_at_a_file_is_a_clear_error(tmp_path: Path, capsys) -> None:

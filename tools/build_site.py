@@ -22,6 +22,7 @@ its own search index and the interface words of ``site_templates/strings.json``.
 from __future__ import annotations
 
 import argparse
+import copy
 import html
 import json
 import re
@@ -40,9 +41,10 @@ from nbconvert import HTMLExporter
 from traitlets import validate
 
 try:
-    from tools import i18n
+    from tools import i18n, lesson_size
 except ModuleNotFoundError:  # run as a script (make html): tools/ itself is on sys.path
     import i18n
+    import lesson_size
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
@@ -53,12 +55,13 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 # Fields every first cell carries, as `**Name**:` or `**Name:**` at the start of a line.
-HEADER_FIELDS = ("Objectives", "Prerequisites", "Hardware", "Run time")
+HEADER_FIELDS = ("Objectives", "Prerequisites", "Hardware", "Learner time", "Run time")
 # The same labels in the translated notebooks (notebooks/zh, see tools/i18n.py).
 HEADER_ALIASES = {
     "目标": "Objectives",
     "先修": "Prerequisites",
     "硬件": "Hardware",
+    "学习时间": "Learner time",
     "运行时间": "Run time",
 }
 _ZH_LABELS = {english: chinese for chinese, english in HEADER_ALIASES.items()}
@@ -137,6 +140,11 @@ class Lesson:
         return re.sub(r"\s*[(（][^()（）]*[)）]", "", text).strip().rstrip(".。")
 
     @property
+    def learner_time(self) -> str:
+        """The learner-time line (tools/lesson_size.py writes it), without its final stop."""
+        return self.fields["Learner time"].strip().rstrip(".。")
+
+    @property
     def hardware(self) -> str:
         """The first sentence of the hardware note."""
         return _first_sentence(self.fields["Hardware"])
@@ -153,6 +161,7 @@ class Lesson:
             "summary_html": _inline_markdown(self.summary),
             "summary_text": self.summary_text,
             "run_time_html": _inline_markdown(self.run_time),
+            "learner_time_html": _inline_markdown(self.learner_time),
             "hardware_html": _inline_markdown(self.hardware),
         }
 
@@ -430,6 +439,9 @@ def build_site(
         stored = [i18n.translate(nb, cat) for (_, nb), cat in zip(notebooks, cats, strict=True)]
         downloads[code] = [i18n.notebook_text(nb).encode() for nb in stored]
         headers[code] = [parse_header(p, nb) for p, nb in zip(paths, stored, strict=True)]
+    # Measured on the English cells (a Chinese paragraph has no spaces to count words by);
+    # the translated notebooks have the same cells, so the same sections and minutes.
+    dives = [lesson_size.deep_dives(nb) for _, nb in notebooks]
     mathjax = find_mathjax()
 
     if out_dir.exists():
@@ -460,9 +472,25 @@ def build_site(
             ]
         others = [other for other in languages if other != lang]
         _render_language(
-            lang, pages, headers[lang.code], downloads[lang.code], out_dir, ui, others, log
+            lang, pages, headers[lang.code], downloads[lang.code], out_dir, ui, others, log, dives
         )
     return lessons
+
+
+def mark_deep_dives(
+    nb: nbformat.NotebookNode, dives: list[lesson_size.DeepDive], badge: str
+) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose deep-dive headings carry the badge ("deep dive · optional ·
+    about N min") under the heading line; site.js hides the sections for "core path only"."""
+    nb = copy.deepcopy(nb)
+    for dive in dives:
+        cell = nb.cells[dive.start]
+        if cell.cell_type != "markdown":
+            continue
+        heading, _, rest = cell.source.partition("\n")
+        text = html.escape(badge.replace("{n}", str(max(1, dive.size.minutes))))
+        cell.source = f'{heading}\n\n<p class="blitz-deep-dive-badge">{text}</p>\n{rest}'
+    return nb
 
 
 def _render_language(
@@ -474,6 +502,7 @@ def _render_language(
     ui: dict[str, dict[str, str]],
     others: list[Language],
     log: Callable[[str], object],
+    dives: list[list[lesson_size.DeepDive]],
 ) -> None:
     """Write one language's lesson pages, index and search index under ``site_dir``."""
     out_dir = site_dir / lang.folder
@@ -507,6 +536,7 @@ def _render_language(
     for i, (nb, lesson) in enumerate(zip(pages, lessons, strict=True)):
         start = time.perf_counter()
         (out_dir / lesson.ipynb_name).write_bytes(downloads[i])
+        nb = mark_deep_dives(nb, dives[i], words["deep_dive_badge"])
         render_widgets_statically(nb)
         nb.metadata["title"] = f"{lesson.title} · {title}"
         resources = {

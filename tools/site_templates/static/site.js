@@ -128,7 +128,37 @@
     });
   }
 
+  // Deep dives (cells tagged "optional") and exercises ("exercise", "solution") get a class on
+  // their cell, and the header's switch hides them all: the core path alone, for a class.
+  // The choice is remembered (localStorage, per site) and ?core=1 in a link turns it on.
+  function setUpCoreSwitch() {
+    var parts = { optional: "blitz-optional", exercise: "blitz-exercise", solution: "blitz-exercise" };
+    Object.keys(parts).forEach(function (tag) {
+      document.querySelectorAll(".celltag_" + tag).forEach(function (marker) {
+        var cell = marker.closest(".jp-Cell") || marker;
+        cell.classList.add(parts[tag]);
+        cell.querySelectorAll("[id]").forEach(function (anchor) {
+          var link = document.querySelector('.blitz-toc a[href="#' + anchor.id + '"]');
+          if (link) { link.parentElement.classList.add(parts[tag]); }
+        });
+      });
+    });
+    var box = document.getElementById("blitz-core-only");
+    if (!box) { return; }
+    var stored = null;
+    try { stored = window.localStorage.getItem("blitz-core-only"); } catch (e) { stored = null; }
+    var wanted = /[?&]core=1\b/.test(window.location.search) || stored === "1";
+    function apply(on) {
+      box.checked = on;
+      document.body.classList.toggle("blitz-core-only", on);
+      try { window.localStorage.setItem("blitz-core-only", on ? "1" : "0"); } catch (e) { /* file:// without storage */ }
+    }
+    box.addEventListener("change", function () { apply(box.checked); });
+    apply(wanted);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    setUpCoreSwitch();
     foldSolutions();
     foldToc();
     flagMath();
