@@ -109,8 +109,11 @@ def test_lab_lists_the_notebooks_and_runs_utils_in_a_kernel(lab: Lab) -> None:
     client.start_channels()
     try:
         client.wait_for_ready(timeout=TIMEOUT_S)
+        # Also: torchvision's CIFAR10 is served offline in Lab's kernels (utils.data's hook).
+        code = "import utils\nimport utils.data\nfrom torchvision import datasets"
+        served = "bool(utils.data._ORIGINAL) and datasets.CIFAR10 is not utils.data._ORIGINAL[0]"
         reply = client.execute_interactive(
-            "import utils", user_expressions={"file": "utils.__file__"}, timeout=TIMEOUT_S
+            code, user_expressions={"file": "utils.__file__", "served": served}, timeout=TIMEOUT_S
         )["content"]
     finally:
         client.stop_channels()
@@ -118,6 +121,8 @@ def test_lab_lists_the_notebooks_and_runs_utils_in_a_kernel(lab: Lab) -> None:
     assert reply["status"] == "ok", reply
     found = reply["user_expressions"]["file"]
     assert str(ROOT / "utils") in found.get("data", {}).get("text/plain", ""), found
+    served = reply["user_expressions"]["served"]
+    assert served.get("data", {}).get("text/plain") == "True", served
 
 
 # --- the wrapper's own decisions, in-process: no Jupyter is started --------------------------
