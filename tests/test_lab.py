@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -164,3 +165,41 @@ def test_a_taken_or_bad_port_is_one_clear_line(
         assert f"make lab LAB_PORT={port + 1}" in message, message
     else:
         assert f"make lab: LAB_PORT={value!r} is not a port number" in message, message
+
+
+@pytest.mark.slow
+def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
+    """A deep dive's heading is stored collapsed (tools/lesson_size.py write): Lab shows the
+    heading and hides the section's cells until the learner unfolds it."""
+    import nbformat
+
+    from tools import lesson_size
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for dive in lesson_size.deep_dives(nb):
+            inside = nb.cells[dive.start + 1] if dive.start + 1 < len(nb.cells) else None
+            if inside is not None and inside.cell_type == "markdown" and inside.source.strip():
+                break
+        else:
+            continue
+        break
+    else:
+        pytest.fail("no notebook has a deep dive with a markdown cell after its heading")
+    heading = nb.cells[dive.start].source.splitlines()[0].lstrip("#").strip()
+    # a phrase of plain words from the first line inside (markup renders differently)
+    first = next(line for line in inside.source.splitlines() if line.strip())
+    runs = re.findall(r"(?:[A-Za-z]+[,;]? ){3,}[A-Za-z]+", first)
+    assert runs, f"{path.name}: no plain phrase to look for in {first!r}"
+    body = " ".join(max(runs, key=len).split()[:8])
+    page = browser.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{path.name}?token={lab.token}")
+        shown = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(heading)})").first
+        shown.wait_for(state="visible", timeout=TIMEOUT_S * 1000)
+        time.sleep(2)  # let Lab apply the stored collapse state to the cells below
+        hidden = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(body)})")
+        assert hidden.count() >= 1, f"{path.name}: Lab did not render the cell with {body!r}"
+        assert not hidden.first.is_visible(), f"{path.name}: {body!r} shows in a folded deep dive"
+    finally:
+        page.close()
