@@ -197,6 +197,7 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
         page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{path.name}?token={lab.token}")
         shown = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(heading)})").first
         shown.wait_for(state="visible", timeout=TIMEOUT_S * 1000)
+        shown.scroll_into_view_if_needed()  # Lab renders the cells near the viewport only
         time.sleep(2)  # let Lab apply the stored collapse state to the cells below
         hidden = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(body)})")
         assert hidden.count() >= 1, f"{path.name}: Lab did not render the cell with {body!r}"

@@ -49,7 +49,8 @@ TIME_LINE = {
         "**学习时间**：核心路径约 {0} 分钟；深入部分约 {1} 分钟；练习约 {2} 分钟。",
     ),
 }
-HEADING = re.compile(r"^(#{2,4})\s+\S", re.M)
+# Where a deep dive starts inside a run of optional cells (deep dives may follow each other).
+DEEP_DIVE = re.compile(r"^#{2,4}\s+(Deep dive|深入)", re.I)
 
 
 def minutes(words: int, lines: int) -> int:
@@ -94,7 +95,8 @@ class Size:
 
 @dataclass
 class DeepDive:
-    """A run of consecutive ``optional`` cells; the first should be its heading."""
+    """Consecutive ``optional`` cells from one ``## Deep dive: ...`` heading to the next deep
+    dive or the next cell that is not optional."""
 
     start: int  # index of its first cell
     size: Size = field(default_factory=Size)
@@ -116,7 +118,8 @@ def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
         part = part_of(cell)
         parts[part].add(*size(cell))
         if part == "deep dives":
-            if previous != "deep dives":
+            starts = cell.cell_type == "markdown" and DEEP_DIVE.match(cell.source)
+            if previous != "deep dives" or starts:
                 dives.append(DeepDive(i))
             dives[-1].size.add(*size(cell))
         previous = part
@@ -147,8 +150,11 @@ def problems(path: Path) -> list[str]:
         found.append(f"{path.name}: the Chinese header should say '{time_line(lesson, 'zh')}'")
     for dive in lesson.deep_dives:
         cell = nb.cells[dive.start]
-        if cell.cell_type != "markdown" or not HEADING.match(cell.source):
-            found.append(f"{path.name}: cell {dive.start} opens a deep dive: make it a heading")
+        if cell.cell_type != "markdown" or not DEEP_DIVE.match(cell.source):
+            found.append(
+                f"{path.name}: cell {dive.start} opens a deep dive: make it a heading "
+                "'## Deep dive: ...'"
+            )
         elif not cell.metadata.get(COLLAPSED):
             found.append(f"{path.name}: cell {dive.start}, a deep dive's heading, is not collapsed")
     return found
@@ -168,7 +174,7 @@ def write(path: Path) -> bool:
         cell.metadata.pop(COLLAPSED, None)
     for dive in lesson.deep_dives:
         cell = nb.cells[dive.start]
-        if cell.cell_type == "markdown" and HEADING.match(cell.source):
+        if cell.cell_type == "markdown" and DEEP_DIVE.match(cell.source):
             cell.metadata[COLLAPSED] = True
     changed = nbformat.writes(nb) != before
     if changed:
