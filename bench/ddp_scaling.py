@@ -35,8 +35,7 @@ from torch import nn
 
 from utils import launch
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "train_ddp.py"
+SCRIPT = launch.TRAIN_DDP_SCRIPT  # scripts/train_ddp.py
 
 
 def run_script(nproc: int, threads: int, args: list[str], out: Path, cpu: bool = True) -> float:

@@ -1,6 +1,7 @@
 """Train a CIFAR-10 classifier with DistributedDataParallel (DDP), one process per device.
 
-Notebook 05 reads this file and launches it. Two processes on this machine:
+Notebook 05 launches it in its deep dives, after a minimal DDP script that shows the
+mechanics; this one adds what a real job needs. Two processes on this machine:
 
     torchrun --standalone --nproc-per-node=2 scripts/train_ddp.py --out-dir .runs/ddp
 
@@ -51,8 +52,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def setup() -> tuple[int, int, torch.device]:
     """Join the process group that torchrun describes in environment variables."""
-    if "RANK" not in os.environ:  # started with plain `python`: a single process
-        return 0, 1, utils.get_device()
+    if "RANK" not in os.environ:  # started with plain `python`: a single process, on the
+        # device the ranks would use (never Apple's MPS: DDP's processes train on the CPU
+        # there), so that one process and several can be compared
+        return 0, 1, torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun: if it is killed, stop too
         utils.exit_with_launcher()
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -187,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
                 args.out_dir / "checkpoint.pt",
                 model,
                 optimizer,
-                epoch=epoch + 1,
+                epoch=step // len(loader),  # finished epochs: --steps may stop one midway
                 step=step,
                 metrics=metrics,
             )

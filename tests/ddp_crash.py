@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import runpy
 import sys
-from pathlib import Path
 
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_ddp.py"
+from utils.launch import TRAIN_DDP_SCRIPT as SCRIPT
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # torchrun launches / a JupyterLab server: seconds each.
 pytestmark = pytest.mark.slow
 
-SCRIPT = ROOT / "scripts" / "train_ddp.py"
+SCRIPT = launch.TRAIN_DDP_SCRIPT  # scripts/train_ddp.py
 CRASH_WRAPPER = ROOT / "tests" / "ddp_crash.py"  # the script, failing one rank on request
 STEPS = 8
 TRAIN_ARGS = ["--epochs", "2", "--batch-size", "16", "--num-train", "64", "--num-test", "16"]
@@ -143,7 +143,7 @@ def test_a_dead_rank_ends_the_job_and_leaves_a_whole_checkpoint(tmp_path: Path) 
 
     # the checkpoint written after epoch 1 (step 4) is complete and loads safely
     ckpt = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=True)
-    assert ckpt["extra"]["step"] == 4
+    assert ckpt["extra"]["step"] == 4 and ckpt["epoch"] == 1
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -165,6 +165,23 @@ def test_the_checkpoint_of_a_dead_rank_resumes(single: Path, tmp_path: Path) -> 
     with pytest.raises(SystemExit, match="nothing to do: the checkpoint is at step"):
         load_script().main([*TRAIN_ARGS, "--steps", "6", "--out-dir", str(tmp_path), "--resume"])
     assert json.loads((tmp_path / "metrics.json").read_text()) == saved
+
+
+def test_a_run_stopped_inside_an_epoch_counts_only_the_finished_epochs(tmp_path: Path) -> None:
+    # 4 steps an epoch: --steps 6 stops inside the second
+    load_script().main([*TRAIN_ARGS, "--steps", "6", "--out-dir", str(tmp_path)])
+    path, model = tmp_path / "checkpoint.pt", utils.LeNet(in_channels=3)
+    state = utils.load_checkpoint(path, model, restore_rng=False)
+    assert state["step"] == 6 and state["epoch"] == 1
+
+
+def test_one_process_trains_where_the_ranks_would(monkeypatch) -> None:
+    """Never on Apple's MPS: DDP's processes train on the CPU there, so one process does too
+    and the two can be compared."""
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert load_script().setup() == (0, 1, torch.device("cpu"))
 
 
 def test_script_rejects_bad_batch_and_missing_checkpoint(tmp_path: Path) -> None:

@@ -12,6 +12,12 @@ import pytest
 from utils import launch
 
 
+def test_the_training_script_is_the_projects() -> None:
+    script = launch.TRAIN_DDP_SCRIPT
+    assert script.is_file() and script.parts[-2:] == ("scripts", "train_ddp.py")
+    assert "DistributedDataParallel" in script.read_text(encoding="utf-8")
+
+
 def test_no_torchrun_for_zero_processes() -> None:
     assert launch.torchrun_argv("s.py", ["--x", "1"], nproc_per_node=0) == [
         sys.executable,

@@ -21,10 +21,9 @@ from .cifar10 import (
     train_one_epoch,
 )
 from .data import CIFAR10Data, CIFAR10Unavailable, SubsetError, load_cifar10, subset_from_full
-from .data_parallel import allreduce, replicate, split_batch
+from .data_parallel import ResNet18, allreduce, replicate, split_batch
 from .distributed import exit_with_launcher
 from .neural_networks import LeNet
-from .resnet import ResNet18
 from .tensors import get_device, seed_everything, try_all_gpus, try_gpu
 
 __all__ = [

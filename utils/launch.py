@@ -1,8 +1,8 @@
 """Running ``torchrun`` from Python, which no lesson teaches: notebook 05 teaches DDP itself.
 
-Notebook 05, tests/test_ddp.py and bench/ddp_scaling.py launch ``scripts/train_ddp.py`` with
-these; :func:`start` and :func:`finish` run several launchers at once (as on several
-machines). Every wait is bounded.
+Notebook 05, tests/test_ddp.py and bench/ddp_scaling.py launch ``scripts/train_ddp.py``
+(:data:`TRAIN_DDP_SCRIPT`) with these; :func:`start` and :func:`finish` run several launchers
+at once (as on several machines). Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+# The DDP training script of notebook 05's deep dives, the tests and the bench.
+TRAIN_DDP_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_ddp.py"
 # What a previous launcher may have left in the environment: a child must not inherit it.
 _TORCHRUN_VARS = (
     "RANK",
