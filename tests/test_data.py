@@ -221,47 +221,18 @@ def test_a_file_that_is_not_the_subset_fails_the_checksum(
 # --- the same 6,000 images from the full download ------------------------------------------
 
 
-def _write_batch(path: Path, x: np.ndarray, y: np.ndarray) -> None:
-    import pickle
-
-    # torchvision's format: rows of 3072 bytes (all red, then green, then blue), labels list;
-    # the real files were pickled by Python 2, whose str keys load as str with latin1.
-    rows = x.transpose(0, 3, 1, 2).reshape(len(x), -1)
-    with open(path, "wb") as f:
-        pickle.dump({"data": rows, "labels": y.tolist()}, f)
-
-
 @pytest.fixture(scope="module")
 def full_download(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A torchvision-format cifar-10-batches-py holding the subset's images where the real
-    full dataset has them (the first 1,000 of each batch) and filler everywhere else."""
-    import pickle
-
+    full dataset has them (the first 1,000 of each batch), built by tools/full_from_subset.py,
+    without its marker: here it stands for a real download (md5 checked)."""
     if not REAL_SUBSET.is_file():
         pytest.skip(f"the real subset is not at {REAL_SUBSET}")
+    from tools import full_from_subset
+
     root = tmp_path_factory.mktemp("cifar") / "data"
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    with np.load(REAL_SUBSET, allow_pickle=False) as z:
-        x_train, y_train, x_test, y_test = (
-            z[k] for k in ("x_train", "y_train", "x_test", "y_test")
-        )
-    filler_x = np.full((9000, 32, 32, 3), 7, np.uint8)
-    filler_y = np.arange(9000) % 10
-    for b in range(5):
-        part = slice(b * 1000, (b + 1) * 1000)
-        _write_batch(
-            folder / f"data_batch_{b + 1}",
-            np.concatenate([x_train[part], filler_x]),
-            np.concatenate([y_train[part], filler_y]),
-        )
-    _write_batch(
-        folder / "test_batch",
-        np.concatenate([x_test, filler_x]),
-        np.concatenate([y_test, filler_y]),
-    )
-    with open(folder / "batches.meta", "wb") as f:
-        pickle.dump({"label_names": list(CIFAR10_CLASSES)}, f)
+    folder = full_from_subset.build(REAL_SUBSET, root)
+    (folder / data_mod.BUILT_FROM_SUBSET).unlink()
     return root
 
 
