@@ -241,7 +241,9 @@ def _unverified(cifar10: type) -> type:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached(root: str, download: bool) -> CIFAR10Data:
+def _cached(root: str, download: bool, choice: tuple[str, ...]) -> CIFAR10Data:
+    """``load_cifar10`` once per split pair; ``choice`` (the variables it reads) is the key
+    too, so a changed setting loads again."""
     return load_cifar10(root, download=download)
 
 
@@ -266,7 +268,8 @@ def _replace(datasets: Any) -> None:
         def __init__(
             self, root, train=True, transform=None, target_transform=None, download=False
         ) -> None:
-            found = _cached(str(root), bool(download))
+            choice = tuple(os.environ.get(k, "") for k in (CHOICE_ENV, SUBSET_ENV, ROOT_ENV))
+            found = _cached(str(root), bool(download), choice)
             split = found.train if train else found.test
             super(original, self).__init__(
                 root, transform=transform, target_transform=target_transform
