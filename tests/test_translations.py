@@ -218,9 +218,162 @@ def test_translator_round_trip_through_the_command_line(tmp_path: Path, cli) -> 
 
 
 def test_a_line_break_inside_chinese_text_is_named() -> None:
-    """Browsers show a line break between two Chinese characters as a stray space."""
-    assert i18n.damage("One\nsentence.", "第一行，\n第二行。") == [
-        "line break in '，⏎第' shows as a space in the browser: "
+    """Markdown joins the lines of a paragraph with a space: between Chinese characters, and
+    beside them, the reader sees a stray space."""
+    message = (
+        "line break in '{}' shows as a space in the browser: "
         "write each Chinese paragraph or list item on one line"
+    )
+    assert i18n.damage("One\nsentence.", "第一行，\n第二行。") == [
+        message.format("第一行，⏎第二行。")
     ]
-    assert i18n.damage("Use NumPy\nhere.", "与 NumPy\n共享数据：\n- 列表项") == []
+    assert i18n.damage("Use NumPy\nhere.", "与 NumPy\n共享数据。") == [
+        message.format("与 NumPy⏎共享数据。")
+    ]
+    # New blocks and hard breaks are not soft breaks; English text is not checked.
+    assert (
+        i18n.soft_breaks("共享数据：\n- 列表项\n  1. 子项\n\n## 标题\n| 表 |\n第一行\\\n第二行")
+        == []
+    )
+    assert i18n.soft_breaks("$$\nx\n= 1\n$$\n```python\nx = 1\ny = 2\n```") == []
+    assert i18n.soft_breaks("Plain English\ncontinues here.") == []
+
+
+def test_sentences_count_code_math_and_links_as_one_character() -> None:
+    text = (
+        "**目标**：使用 `torch.ones` 和 $x^2$，见[文档](https://pytorch.org)。第二句！\n- 第三句\n"
+    )
+    assert i18n.sentences(text) == ["目标：使用 □ 和 □，见□", "第二句", "第三句"]
+    assert i18n.sentences("| 层 | 输出 |\n|---|---|\n```python\nx = 1  # 注释\n```") == [
+        "层",
+        "输出",
+        "---",
+        "---",
+    ]
+
+
+def test_long_sentences_stacked_colons_and_nested_brackets_are_refused(tmp_path: Path) -> None:
+    english = _tiny(tmp_path)
+    long = "# 01 · 小例子\n\n使用 `torch.ones` 和 $x^2$，" + "这句话很长" * 16 + "。"
+    with pytest.raises(i18n.I18nError, match=r"sentence of 8\d characters \(at most 80\)"):
+        i18n.record(english, {"head": long}, "zh", tmp_path, allow_identical=False)
+    assert len(i18n.sentences("这句话很长" * 16)[0]) == 80 and not i18n.style("这句话很长" * 16)
+    assert i18n.style("硬件：CPU：GPU。") == ["two colons in one sentence: split '硬件：CPU：GPU…'"]
+    assert i18n.style("见（第 02 课（选读））。") == [
+        "brackets inside brackets: rephrase '见（第 02 课（选读））…'"
+    ]
+    assert i18n.style("见（第 02 课）和（第 03 课）。硬件：CPU。") == []
+
+
+def test_comments_in_a_code_block_may_be_translated_the_code_may_not() -> None:
+    english = "Run:\n\n```python\nx = 1  # the answer\ns = '# not a comment'\n```"
+    good = "运行：\n\n```python\nx = 1  # 答案\ns = '# not a comment'\n```"
+    assert i18n.damage(english, good) == []
+    for bad in (
+        good.replace("x = 1", "x = 2"),
+        good.replace("'# not a comment'", "'# 不是注释'"),
+        "运行：\n\n```python\nx = 1  # 答案\n```",
+        "运行：`x = 1`",
+    ):
+        assert any("a code block changed" in p for p in i18n.damage(english, bad)), bad
+
+
+def test_markup_or_addresses_a_translation_adds_are_refused(tmp_path: Path, cli) -> None:
+    """A catalog entry is rendered as it is on the site: it may not add script or off-site loads."""
+    english = _tiny(tmp_path)
+    planted = '译文<script>window.PWN_ZH=1</script><img src="http://203.0.113.9/x.png">'
+    entry = tmp_path / "cell.md"
+    entry.write_text("## 小结\n\n参见[文档](https://pytorch.org)。" + planted, "utf-8")
+    code, _, err = cli("set", "01", "tail", str(entry))
+    assert code == 1 and "nothing recorded" in err
+    for named in ("markup <script>", "markup <img>", "address http://203.0.113.9/x.png"):
+        assert named in err, err
+
+    # Written into the catalog by hand, past `set`: `check` still refuses it.
+    root = tmp_path / "translations"
+    i18n.record(english, GOOD, "zh", root, allow_identical=False)
+    catalog = root / "zh" / "01_tiny.json"
+    data = json.loads(catalog.read_text(encoding="utf-8"))
+    data["cells"]["tail"]["text"] = [GOOD["tail"] + planted]
+    catalog.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    problems = i18n.check(english.parent, "zh", root)
+    assert any("tail: markup <script>" in p for p in problems), problems
+    # Markup the English has is kept; `code` that shows a tag is fine.
+    assert i18n.damage("A <br> B `<b>`", "甲 <br> 乙 `<b>` `<i>`") == []
+
+
+GLOSSARY = """# 术语表
+
+## 统一写法
+
+| English | 写作 | 每课首次出现 | 不要写 |
+|---|---|---|---|
+| rank | rank | 进程编号（rank） | 秩 |
+| normalize | 标准化 | 标准化（常称归一化） | 归一化 |
+| lesson | 第 NN 课 | — | 笔记本 0 |
+
+## 其他
+| x | y | z | w |
+"""
+
+
+def test_settled_terms_are_checked_lesson_by_lesson(tmp_path: Path) -> None:
+    (tmp_path / "glossary.md").write_text(GLOSSARY, encoding="utf-8")
+    terms = i18n.load_terms(tmp_path / "glossary.md")
+    assert [t.written for t in terms] == ["rank", "标准化", "第 NN 课"]
+    good = {
+        "a": "每个进程编号（rank）各有一份；标准化（常称归一化）。",
+        "b": "rank 0 保存；再标准化。",
+    }
+    assert i18n.term_problems(good, terms) == []
+    bad = {"a": "秩 0 保存；见笔记本 04。", "b": "先标准化，再归一化。`rank` 是代码。"}
+    assert i18n.term_problems(bad, terms) == [
+        "cell a: '秩': the glossary writes 'rank' as 'rank' "
+        "(first use in a lesson: '进程编号（rank）')",
+        "cell b: '归一化': the glossary writes 'normalize' as '标准化' (first use in a lesson: "
+        "'标准化（常称归一化）')",
+        "cell b: first use of '标准化' in this lesson must read '标准化（常称归一化）'",
+        "cell a: '笔记本 0': the glossary writes 'lesson' as '第 NN 课'",
+    ]
+    # An English word counts only as a whole word, outside code: `ranks` is not `rank`.
+    assert i18n.term_problems({"a": "frankly `rank` ranks"}, terms) == []
+    (tmp_path / "bad.md").write_text(GLOSSARY.replace("进程编号（rank）", "进程编号"), "utf-8")
+    with pytest.raises(i18n.I18nError, match="must contain the written form 'rank'"):
+        i18n.load_terms(tmp_path / "bad.md")
+
+
+@pytest.mark.parametrize("english", NOTEBOOKS, ids=IDS)
+def test_the_glossary_terms_are_used_as_settled(english: Path) -> None:
+    terms = i18n.load_terms(ROOT / "translations" / "zh" / "glossary.md")
+    assert len(terms) >= 10, "the glossary's 统一写法 table went missing"
+    nb = nbformat.read(english, as_version=4)
+    catalog = i18n.Catalog.load(english)
+    cells = {c.id: catalog.entries[c.id].text for c in nb.cells if c.id in catalog.entries}
+    found = i18n.term_problems(cells, terms)
+    assert not found, f"{english.name}: " + "\n".join(found[:10])
+
+
+def test_broken_inputs_are_one_line_naming_the_file(tmp_path: Path, cli) -> None:
+    english = _tiny(tmp_path)
+    catalog = tmp_path / "translations" / "zh" / "01_tiny.json"
+    catalog.parent.mkdir(parents=True)
+    catalog.write_text('{"notebook": "01_tiny.ipynb", "language": "zh", "cells": []}', "utf-8")
+    code, out, err = cli("check")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {catalog} is not a valid catalog ('cells' is a list")
+    assert len(err.strip().splitlines()) == 1, err
+
+    catalog.unlink()
+    nb = nbformat.read(english, as_version=4)
+    nb.nbformat_minor = 4
+    for cell in nb.cells:
+        del cell["id"]
+    english.write_text(json.dumps(nb), encoding="utf-8")
+    code, _, err = cli("todo", "01")
+    assert code == 1 and "has cells without ids (nbformat 4.4)" in err and str(english) in err
+
+    english.write_text('{"cells": [', encoding="utf-8")
+    for args in (("check",), ("build",), ("todo", "01")):
+        code, out, err = cli(*args)
+        assert code == 1 and err.startswith(f"error: {english} is not a readable notebook"), err
+        assert len(err.strip().splitlines()) == 1, err

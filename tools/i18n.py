@@ -81,6 +81,23 @@ def resolve_notebook(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
     return found[0]
 
 
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """``path`` as a notebook whose cells have ids, or an :class:`I18nError` saying why not."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise I18nError(
+            f"{_shown(path)} is not a readable notebook ({reason}): fix it, or restore it with git"
+        ) from exc
+    if nb.cells and any("id" not in cell for cell in nb.cells):
+        raise I18nError(
+            f"{_shown(path)} has cells without ids (nbformat {nb.nbformat}.{nb.nbformat_minor}); "
+            "the catalog is keyed by cell id: open and save it in JupyterLab, which adds them"
+        )
+    return nb
+
+
 # --- catalogs ------------------------------------------------------------------------------
 
 
@@ -106,13 +123,21 @@ class Catalog:
             return cls(path, english.name, lang)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            entries = {
-                cell_id: Entry("".join(item["text"]), item["en_sha256"])
-                for cell_id, item in data["cells"].items()
-            }
-        except (ValueError, KeyError, TypeError) as exc:
+            cells = data["cells"]
+            if not isinstance(cells, dict):
+                raise TypeError(f"'cells' is a {type(cells).__name__}, not {{cell id: entry}}")
+            entries = {}
+            for cell_id, item in cells.items():
+                text, en_hash = item["text"], item["en_sha256"]
+                if not (isinstance(text, list) and all(isinstance(t, str) for t in text)):
+                    raise TypeError(f"cell {cell_id}: 'text' is not a list of lines")
+                if not isinstance(en_hash, str):
+                    raise TypeError(f"cell {cell_id}: 'en_sha256' is not a string")
+                entries[cell_id] = Entry("".join(text), en_hash)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            reason = f"no field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
             raise I18nError(
-                f"{path} is not a valid catalog ({exc!r}): fix it, or restore it with git"
+                f"{_shown(path)} is not a valid catalog ({reason}): fix it, or restore it with git"
             ) from exc
         return cls(path, english.name, lang, entries)
 
@@ -137,43 +162,263 @@ def markdown_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
     return {c.id: c.source for c in nb.cells if c.cell_type == "markdown"}
 
 
+_FENCE = re.compile(r"^([ \t]*)(```+|~~~+)([^\n]*)\n(.*?)^[ \t]*\2[ \t]*$", re.S | re.M)
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\s][^$\n]*?\$", re.S)
 _URL = re.compile(r"\]\(\s*([^)\s]+)")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_BARE_URL = re.compile(r"\b(?:https?|ftp|javascript|data):[^\s)>\]]*", re.I)
+_TAG = re.compile(r"<\s*/?\s*([a-zA-Z][\w:-]*)[^>]*>")
 _HEADING = re.compile(r"^(#{1,6})\s", re.M)
-# A line break between two Chinese characters: browsers render it as a space.
+# Chinese characters and full-width punctuation (a line break between two of them, or any
+# soft break in a Chinese paragraph, shows as a stray space in the browser).
 _CJK = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
+_HAS_CJK = re.compile(f"[{_CJK}]")
 _CJK_BREAK = re.compile(f"([{_CJK}])\n[ \t]*([{_CJK}])")
+# A line that starts a new Markdown block (so the break before it is not a soft break).
+_BLOCK_START = re.compile(r"\s*(?:$|[-*+]\s|\d+[.)]\s|#|\||>|```|~~~|\$\$|<)")
+MAX_SENTENCE = 80  # characters of a Chinese sentence; code, a formula, a link count as one
+_SENTENCE_END = re.compile(r"[。！？；\n]")
+
+
+def _code_lines(code: str) -> list[str]:
+    """The lines of a code block without ``#`` comments: what a translation must keep.
+
+    A ``#`` starts a comment at the start of a line or after a space, outside quotes (Python
+    and shell alike), so a translator may translate comments and nothing else.
+    """
+    kept = []
+    for line in code.splitlines():
+        quote = None
+        for i, char in enumerate(line):
+            if quote:
+                quote = None if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == "#" and (i == 0 or line[i - 1].isspace()):
+                line = line[:i]
+                break
+        kept.append(line.rstrip())
+    return kept
+
+
+def _without_code(text: str) -> str:
+    """``text`` with fenced code blocks removed: what code spans and prose checks look at."""
+    return _FENCE.sub("", text)
 
 
 def damage(english: str, translation: str) -> list[str]:
-    """What a translation lost that must survive it: code spans, math, link targets, headings.
+    """What a translation lost that must survive it: code, math, link targets, headings.
 
-    Also a line break inside Chinese text (rendered as a stray space).
-
-    Extra code spans are fine (a translator may add an identifier); in-page anchors
-    (``#...``) change with the heading text, so the site's link check covers them instead.
+    Code blocks must keep every line of code (comments may be translated); code spans,
+    formulas and link targets must all still be there. Extra code spans are fine (a
+    translator may add an identifier); in-page anchors (``#...``) change with the heading
+    text, so the site's link check covers them instead. A translation may not add markup
+    (HTML tags) or web addresses the English does not have: the site renders it as it is.
     """
     problems = []
+    en_fences = [_code_lines(m.group(4)) for m in _FENCE.finditer(english)]
+    tr_fences = [_code_lines(m.group(4)) for m in _FENCE.finditer(translation)]
+    if en_fences != tr_fences:
+        problems.append(
+            "a code block changed (translate only its # comments; keep every line of code "
+            "and the number of code blocks)"
+        )
+    en_text, tr_text = _without_code(english), _without_code(translation)
     for name, pattern in (("code span", _CODE_SPAN), ("formula", _MATH)):
-        found = Counter(m.group(0) for m in pattern.finditer(translation))
-        for item, count in Counter(m.group(0) for m in pattern.finditer(english)).items():
+        found = Counter(m.group(0) for m in pattern.finditer(tr_text))
+        for item, count in Counter(m.group(0) for m in pattern.finditer(en_text)).items():
             if found[item] < count:
                 problems.append(f"{name} {item} is missing (keep code and math as they are)")
-    links = Counter(u for u in _URL.findall(translation))
-    for url, count in Counter(u for u in _URL.findall(english) if not u.startswith("#")).items():
+    links = Counter(u for u in _URL.findall(tr_text))
+    for url, count in Counter(u for u in _URL.findall(en_text) if not u.startswith("#")).items():
         if links[url] < count:
             problems.append(f"link target {url} is missing")
-    for m in _CJK_BREAK.finditer(translation):
-        problems.append(
-            f"line break in '{m.group(1)}⏎{m.group(2)}' shows as a space in the browser: "
-            "write each Chinese paragraph or list item on one line"
-        )
+    problems += _added_markup(en_text, tr_text)
     if _HEADING.findall(english) != _HEADING.findall(translation):
         problems.append(
             f"heading levels {[len(h) for h in _HEADING.findall(english)]} became "
             f"{[len(h) for h in _HEADING.findall(translation)]} (the contents list follows them)"
         )
+    return problems + style(translation)
+
+
+def _added_markup(english: str, translation: str) -> list[str]:
+    """HTML tags, link targets and web addresses in ``translation`` that ``english`` lacks."""
+    en_prose, tr_prose = (_CODE_SPAN.sub("", t) for t in (english, translation))
+    problems = []
+    en_tags = Counter(t.lower() for t in _TAG.findall(en_prose))
+    for tag, count in Counter(t.lower() for t in _TAG.findall(tr_prose)).items():
+        if count > en_tags[tag]:
+            problems.append(
+                f"markup <{tag}> that the English does not have (the site would render it: "
+                "write it as `code` or leave it out)"
+            )
+    en_urls = set(_URL.findall(en_prose)) | set(_BARE_URL.findall(en_prose))
+    for url in sorted(set(_URL.findall(tr_prose)) | set(_BARE_URL.findall(tr_prose))):
+        if url not in en_urls and not url.startswith("#"):
+            problems.append(
+                f"address {url} that the English does not have (keep the English links)"
+            )
+    return problems
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of Chinese markdown as a reader counts them.
+
+    Code blocks are left out; inline code, a formula and a link count as one character
+    each; a sentence ends at 。！？； or a line break, a table cell at ``|``; Markdown marks
+    (``#``, ``**``, list bullets) are not counted.
+    """
+    text = _without_code(text)
+    for pattern in (_CODE_SPAN, _MATH, _LINK):
+        text = pattern.sub("□", text)
+    found = []
+    for piece in _SENTENCE_END.split(text):
+        for cell in piece.split("|"):
+            cell = re.sub(r"^\s*(?:#+|[-*+]|\d+[.)]|>)\s+", "", cell).replace("**", "")
+            if cell.strip():
+                found.append(cell.strip())
+    return found
+
+
+def soft_breaks(text: str) -> list[str]:
+    """Line breaks inside a paragraph or list item of Chinese text, each as ``'…⏎…'``.
+
+    Markdown joins such lines with a space, which shows between Chinese characters. A new
+    block (list item, heading, table row, quote, code, display math, HTML) or a hard break
+    (two trailing spaces or a backslash) is not a soft break.
+    """
+    text = _FENCE.sub("", re.sub(r"\$\$.+?\$\$", "$$", text, flags=re.S))
+    lines = text.split("\n")
+    found = []
+    for line, after in zip(lines, lines[1:], strict=False):
+        one_line_block = line.lstrip().startswith(("#", "|"))  # a heading or a table row
+        if not line.strip() or one_line_block or _BLOCK_START.match(after):
+            continue
+        if line.endswith(("  ", "\\")):
+            continue
+        if _HAS_CJK.search(line) or _HAS_CJK.search(after):
+            found.append(f"{line.strip()[-8:]}⏎{after.strip()[:8]}")
+    return found
+
+
+def style(translation: str) -> list[str]:
+    """How a Chinese cell falls short of the glossary's style rules (sentence length, breaks)."""
+    problems = [
+        f"line break in '{where}' shows as a space in the browser: write each Chinese "
+        "paragraph or list item on one line"
+        for where in soft_breaks(translation)
+    ]
+    for sentence in sentences(translation):
+        if not _HAS_CJK.search(sentence):
+            continue
+        start = f"'{sentence[:20]}…'"
+        if len(sentence) > MAX_SENTENCE:
+            problems.append(
+                f"sentence of {len(sentence)} characters (at most {MAX_SENTENCE}): split {start}"
+            )
+        if sentence.count("：") > 1:
+            problems.append(f"two colons in one sentence: split {start}")
+        depth = deepest = 0
+        for char in sentence:
+            depth += (char in "（(") - (char in "）)")
+            deepest = max(deepest, depth)
+        if deepest > 1:
+            problems.append(f"brackets inside brackets: rephrase {start}")
+    return problems
+
+
+# --- the glossary's settled terms -------------------------------------------------------------
+
+TERMS_HEADING = "## 统一写法"  # the glossary section whose table `check` enforces
+
+
+@dataclass(frozen=True)
+class Term:
+    """One row of the glossary's settled terms: how a term is written, and how not."""
+
+    english: str
+    written: str  # the Chinese (or kept English) form used throughout
+    first_use: str  # how its first use in each lesson reads ("" if no rule)
+    avoid: tuple[str, ...]  # renderings the check refuses
+
+
+def load_terms(glossary: Path) -> list[Term]:
+    """The table under ``## 统一写法`` in the glossary: English | 写作 | 每课首次出现 | 不要写."""
+    try:
+        text = glossary.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise I18nError(f"cannot read the glossary {_shown(glossary)}: {exc}") from exc
+    section = text.partition(TERMS_HEADING)[2].split("\n## ")[0]
+    terms = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not line.lstrip().startswith("|") or set(cells[0]) <= set("-: "):
+            continue
+        if cells[0] == "English":
+            continue
+        english, written, first, avoid = (c.strip("`") if c not in ("", "—") else "" for c in cells)
+        if not written or (first and written not in first):
+            raise I18nError(
+                f"{_shown(glossary)}: term {english!r}: the first use {first!r} must contain "
+                f"the written form {written!r}"
+            )
+        terms.append(
+            Term(english, written, first, tuple(a.strip() for a in avoid.split("、") if a.strip()))
+        )
+    if not terms:
+        raise I18nError(f"{_shown(glossary)} has no table under {TERMS_HEADING!r}")
+    return terms
+
+
+def _prose(markdown: str) -> str:
+    """What a reader reads as words: code blocks only by their comments, no code or URLs."""
+    comments = lambda m: "\n".join(re.findall(r"(?:^|\s)#\s*([^\n]*)", m.group(4)))  # noqa: E731
+    text = _FENCE.sub(comments, markdown)
+    text = _LINK.sub(lambda m: m.group(1), _CODE_SPAN.sub(" ", text))
+    return _BARE_URL.sub(" ", _MATH.sub(" ", text))
+
+
+def _find(term: str, text: str, start: int = 0) -> int:
+    """Where ``term`` occurs in ``text`` (a Latin term only as a whole word), or -1."""
+    edge = "(?<![A-Za-z_])" if term[:1].isascii() else ""
+    tail = "(?![A-Za-z_])" if term[-1:].isascii() else ""
+    found = re.compile(edge + re.escape(term) + tail).search(text, start)
+    return found.start() if found else -1
+
+
+def term_problems(cells: dict[str, str], terms: list[Term]) -> list[str]:
+    """Settled terms written otherwise, or first used without their first-use form.
+
+    ``cells`` is one lesson's translated markdown, cell id -> text, in the lesson's order.
+    """
+    prose = {cell_id: _prose(text) for cell_id, text in cells.items()}
+    problems = []
+    for term in terms:
+        how = f"the glossary writes {term.english!r} as {term.written!r}" + (
+            f" (first use in a lesson: {term.first_use!r})" if term.first_use else ""
+        )
+        for cell_id, text in prose.items():
+            cleared = text.replace(term.first_use, "") if term.first_use else text
+            for other in (t for t in terms if t.first_use and t is not term):
+                cleared = cleared.replace(other.first_use, "")
+            for bad in term.avoid:
+                if _find(bad, cleared) >= 0:
+                    problems.append(f"cell {cell_id}: {bad!r}: {how}")
+        if not term.first_use:
+            continue
+        for cell_id, text in prose.items():
+            at = _find(term.written, text)
+            if at < 0:
+                continue
+            first = text.find(term.first_use)
+            if not (0 <= first <= at < first + len(term.first_use)):
+                problems.append(
+                    f"cell {cell_id}: first use of {term.written!r} in this lesson must read "
+                    f"{term.first_use!r}"
+                )
+            break
     return problems
 
 
@@ -256,7 +501,7 @@ def build(notebooks_dir: Path, lang: str, root: Path) -> list[tuple[Path, Status
     """Write every translated notebook; remove those whose English notebook is gone."""
     done = []
     for english in english_notebooks(notebooks_dir):
-        nb = nbformat.read(english, as_version=4)
+        nb = read_notebook(english)
         catalog = Catalog.load(english, lang, root)
         target = translated_path(english, lang)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -275,8 +520,10 @@ def build(notebooks_dir: Path, lang: str, root: Path) -> list[tuple[Path, Status
 def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
     """Every problem that keeps the translation from shipping, one line each."""
     problems = []
+    glossary = root / lang / "glossary.md"
+    terms = load_terms(glossary) if glossary.exists() else []
     for english in english_notebooks(notebooks_dir):
-        nb = nbformat.read(english, as_version=4)
+        nb = read_notebook(english)
         catalog = Catalog.load(english, lang, root)
         state = status(nb, catalog)
         name = english.stem
@@ -294,6 +541,13 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
                 f"{name}: {_shown(catalog.path)} has entries for cells that no longer exist: "
                 f"{' '.join(state.orphans)} (`python tools/i18n.py prune {name}`)"
             )
+        if terms:
+            translated = {
+                cell_id: catalog.entries[cell_id].text
+                for cell_id in markdown_cells(nb)
+                if cell_id in catalog.entries
+            }
+            problems.extend(f"{name}: {p}" for p in term_problems(translated, terms))
         target = translated_path(english, lang)
         if not target.exists():
             problems.append(f"{name}: {_shown(target)} does not exist (`make translations`)")
@@ -306,7 +560,7 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
 
 
 def todo(english: Path, lang: str, root: Path) -> tuple[Status, dict[str, str], Catalog]:
-    nb = nbformat.read(english, as_version=4)
+    nb = read_notebook(english)
     catalog = Catalog.load(english, lang, root)
     return status(nb, catalog), markdown_cells(nb), catalog
 
@@ -315,7 +569,7 @@ def record(
     english: Path, translations: dict[str, str], lang: str, root: Path, allow_identical: bool
 ) -> Status:
     """Store ``translations`` (cell id -> text) with the current English hashes, all or none."""
-    nb = nbformat.read(english, as_version=4)
+    nb = read_notebook(english)
     sources = markdown_cells(nb)
     errors = []
     for cell_id, text in translations.items():
@@ -345,7 +599,7 @@ def record(
 
 
 def prune(english: Path, lang: str, root: Path) -> list[str]:
-    nb = nbformat.read(english, as_version=4)
+    nb = read_notebook(english)
     catalog = Catalog.load(english, lang, root)
     gone = status(nb, catalog).orphans
     for cell_id in gone:
