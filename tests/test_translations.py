@@ -377,3 +377,31 @@ def test_broken_inputs_are_one_line_naming_the_file(tmp_path: Path, cli) -> None
         code, out, err = cli(*args)
         assert code == 1 and err.startswith(f"error: {english} is not a readable notebook"), err
         assert len(err.strip().splitlines()) == 1, err
+
+
+def test_the_readme_has_a_chinese_section_that_stands_on_its_own() -> None:
+    """Linked from the top; prerequisites, the two commands, offline data, a mirror, the font;
+    written to the same standard as the notebooks (short sentences, no soft line breaks)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    heading = "## 中文快速开始"
+    assert heading in readme, "the README's Chinese section is gone"
+    top, section = readme.split("\n## ")[0], readme.split(heading, 1)[1].split("\n## ")[0]
+    assert "(#中文快速开始)" in top, "the top of the README must link to the Chinese section"
+    for needed in (
+        "Python 3.11",
+        "make lab",
+        "make test",
+        "BLITZ_CIFAR10_SUBSET",
+        "PIP_INDEX_URL",
+        "fonts-wqy-microhei",
+        "LAB_TOKEN=",
+        ".venv/bin/python tools/i18n.py",
+    ):
+        assert needed in section, f"the Chinese section does not mention {needed}"
+    assert i18n.style(section) == [], i18n.style(section)
+    assert (
+        i18n.term_problems(
+            {"readme": section}, i18n.load_terms(ROOT / "translations" / "zh" / "glossary.md")
+        )
+        == []
+    )
