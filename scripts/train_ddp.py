@@ -7,12 +7,13 @@ mechanics; this one adds what a real job needs. Two processes on this machine:
 
 or one ordinary process: ``python scripts/train_ddp.py --out-dir .runs/one``. After an
 interruption, the same command with ``--resume`` continues from the last checkpoint, with any
-number of processes.
+number of processes; without it, a folder that holds a run is refused, never replaced.
 """
 
 import argparse
 import itertools
 import json
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -34,8 +35,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", choices=["lenet", "resnet18"], default="lenet")
     p.add_argument("--width", type=int, default=64, help="ResNet-18 base width")
     p.add_argument("--data", choices=["synthetic", "cifar10"], default="synthetic")
-    p.add_argument("--num-train", type=int, default=1024)
-    p.add_argument("--num-test", type=int, default=256)
+    p.add_argument("--num-train", type=int, default=1024, help="synthetic: 50,000 at most")
+    p.add_argument("--num-test", type=int, default=256, help="synthetic: 10,000 at most")
     p.add_argument("--batch-size", type=int, default=32, help="GLOBAL batch: all ranks together")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: never)")
@@ -44,10 +45,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
     args = p.parse_args(argv)
-    for name, least in (("steps", 0), ("epochs", 1), ("batch_size", 1), ("num_train", 1)):
+    for name in ("steps", "seed", "epochs", "batch_size", "num_train", "num_test", "width"):
+        least = 0 if name in ("steps", "seed") else 1
         if getattr(args, name) < least:
             p.error(f"--{name.replace('_', '-')} must be {least} or more")
+    if args.seed >= 2**32:
+        p.error("--seed must be less than 2**32")
+    if not 0 < args.lr < math.inf:  # nan too
+        p.error("--lr must be a positive number")
     return args
+
+
+# What a resumed run must share with the checkpoint's run (--epochs, --steps may grow).
+SAME_ON_RESUME = ("data", "num_train", "batch_size", "lr", "seed")
+TIMEOUT_S = 60  # how long a process waits for the others: to start, and at every collective
 
 
 def setup() -> tuple[int, int, torch.device]:
@@ -56,30 +67,42 @@ def setup() -> tuple[int, int, torch.device]:
         # device the ranks would use (never Apple's MPS: DDP's processes train on the CPU
         # there), so that one process and several can be compared
         return 0, 1, torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    utils.distributed.check_torchrun_env(TIMEOUT_S)  # all its variables, the master there
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun: if it is killed, stop too
         utils.exit_with_launcher()
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])  # this process's number on its machine
-    if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):  # one GPU per process
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", timeout=timedelta(seconds=60), device_id=device)
-    else:  # CPU processes talk through gloo
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    timeout = timedelta(seconds=TIMEOUT_S)
+    try:
+        if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):  # a GPU per process
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", timeout=timeout, device_id=device)
+        else:  # CPU processes talk through gloo
+            device = torch.device("cpu")
+            dist.init_process_group("gloo", timeout=timeout)
+    except dist.DistError as err:  # the others never came: one line, not torch's stack
+        why = f"{str(err).strip().splitlines()[0]} Start all {world_size} ranks"
+        raise SystemExit(f"rank {rank}: {why} with this MASTER_ADDR and MASTER_PORT") from None
     return rank, world_size, device
 
 
 def make_data(args: argparse.Namespace) -> tuple[TensorDataset, TensorDataset]:
     """Every rank builds the WHOLE dataset; the sampler decides which samples it trains on."""
     n = args.num_train + args.num_test
+    sizes = {"train": 50_000, "test": 10_000}  # synthetic: as many as CIFAR-10
+    if args.data == "cifar10":
+        cifar = utils.load_cifar10(root="data")  # notebook 04's loader
+        sizes = {"train": len(cifar.train), "test": len(cifar.test)}
+    for split, size in sizes.items():
+        if (asked := getattr(args, f"num_{split}")) > size:
+            raise SystemExit(f"--num-{split} {asked}: the {args.data} {split} set has {size} only")
     if args.data == "synthetic":
         g = torch.Generator().manual_seed(1234)
         X, y = torch.randn(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
         return TensorDataset(X[: args.num_train], y[: args.num_train]), TensorDataset(
             X[args.num_train :], y[args.num_train :]
         )
-    cifar = utils.load_cifar10(root="data")  # notebook 04's loader
     mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
     parts = []
     for split, n in ((cifar.train, args.num_train), (cifar.test, args.num_test)):
@@ -111,9 +134,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
             f"--batch-size {args.batch_size} is not divisible by the world size "
             f"{world_size}: every rank must get the same share"
         )
-    if rank == 0:
-        lock = utils.lock_folder(args.out_dir)  # noqa: F841 -- held until this process ends
     train_set, test_set = make_data(args)
+    if rank == 0:  # only rank 0 writes: it locks the folder, which must hold no other run
+        lock = claim_out_dir(args)  # noqa: F841 -- held until this process ends
 
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     if args.model == "resnet18":
@@ -125,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     metrics = {"losses": [], "epoch_times_s": [], "test_accuracy": []}
     step = 0
     if args.resume:  # before DDP: it starts every rank from rank 0's weights
-        step, metrics = resume(args.out_dir / "checkpoint.pt", raw, optimizer, device)
+        step, metrics = resume(args, raw, optimizer, device)
     metrics.update(
         world_size=world_size, device=str(device), threads=torch.get_num_threads(), start_step=step
     )
@@ -193,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
                 epoch=step // len(loader),  # finished epochs: --steps may stop one midway
                 step=step,
                 metrics=metrics,
+                settings={k: getattr(args, k) for k in SAME_ON_RESUME},
             )
         if step == args.steps:
             break
@@ -207,8 +231,26 @@ def main(argv: Sequence[str] | None = None) -> dict:
     return metrics
 
 
-def resume(path: Path, model: nn.Module, optimizer, device) -> tuple[int, dict]:
+def claim_out_dir(args: argparse.Namespace):
+    """Lock OUT_DIR (one run at a time; a clear error if it cannot be written); refuse one
+    that holds a run, unless --resume."""
+    out, lock = args.out_dir, utils.lock_folder(args.out_dir)
+    files = [f for f in ("checkpoint.pt", "metrics.json", "model.pt") if (out / f).exists()]
+    if files and not args.resume:  # never replace a run without a word
+        try:
+            ckpt = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
+            run = f"a run of {ckpt['extra']['step']} steps"
+        except Exception:  # none, or not one of this script
+            run = " and ".join(files)
+        raise SystemExit(
+            f"{out} holds {run}: use --resume to continue it, or another --out-dir (or delete it)"
+        )
+    return lock
+
+
+def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tuple[int, dict]:
     """Load weights and optimizer state; return the step reached and the metrics so far."""
+    path = args.out_dir / "checkpoint.pt"
     if not path.exists():
         raise SystemExit(f"--resume given but there is no checkpoint at {path}")
     try:  # checked: integrity, weights_only, that it fits this model and optimizer
@@ -219,6 +261,15 @@ def resume(path: Path, model: nn.Module, optimizer, device) -> tuple[int, dict]:
         raise SystemExit(f"cannot resume: {err}") from None
     if "step" not in state or "metrics" not in state:
         raise SystemExit(f"cannot resume: {path} was not written by this script")
+    saved = state.get("settings", {})  # else the optimizer's state silently keeps the old --lr
+    if differ := [k for k in SAME_ON_RESUME if k in saved and saved[k] != getattr(args, k)]:
+        was = ", ".join(
+            f"--{k.replace('_', '-')} {saved[k]} (not {getattr(args, k)})" for k in differ
+        )
+        raise SystemExit(
+            f"cannot resume: {path} is a run with {was}: resume it with its values, or start a "
+            "new run in another --out-dir"
+        )
     return state["step"], state["metrics"]
 
 

@@ -1,16 +1,62 @@
-"""Workers that end with their launcher, which no lesson teaches: notebook 05 teaches DDP.
+"""Workers that end with their launcher, and wait for their master within a bound, which no
+lesson teaches: notebook 05 teaches DDP.
 
 torchrun stops its workers when it is interrupted, but ``kill -9`` gives it no chance: they
-would go on training alone, for minutes. scripts/train_ddp.py calls exit_with_launcher.
+would go on training alone, for minutes. scripts/train_ddp.py calls exit_with_launcher, and
+check_torchrun_env before it joins the process group.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 import time
 from pathlib import Path
+
+# What torchrun tells each worker; scripts/train_ddp.py needs all of them.
+TORCHRUN_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
+
+
+def reachable(host: str, port: int, timeout_s: float) -> bool:
+    """Whether something listens at ``host:port`` within ``timeout_s`` seconds (tried twice a
+    second). Probing costs a TCP store nothing: it counts only clients that say who they are."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            left = max(deadline - time.monotonic(), 0.1)
+            with socket.create_connection((host, port), timeout=min(left, 5)):
+                return True
+        except OSError:  # refused, unreachable, unknown host, timed out
+            if time.monotonic() + 0.5 > deadline:
+                return False
+            time.sleep(0.5)
+
+
+def check_torchrun_env(timeout_s: float) -> None:
+    """Exit with one line, before joining the process group, when it could not work: some of
+    torchrun's variables are missing (RANK alone: a plain start), or the master (rank 0) does
+    not listen within ``timeout_s`` seconds. (torch's own wait for a master ends with ~80
+    lines of C++ stack.)"""
+    if missing := [name for name in TORCHRUN_VARS if name not in os.environ]:
+        raise SystemExit(
+            f"RANK is set but not {', '.join(missing)}: start the script with torchrun, "
+            "or unset RANK"
+        )
+    rank, host, port = (os.environ[k] for k in ("RANK", "MASTER_ADDR", "MASTER_PORT"))
+    if rank != "0" and not (port.isdigit() and reachable(host, int(port), timeout_s)):
+        raise SystemExit(
+            f"rank {rank}: its master (rank 0) at {host}:{port} did not come within "
+            f"{timeout_s:.0f} s: start it, or check MASTER_ADDR and MASTER_PORT"
+        )
 
 
 def exit_with_launcher(poll_s: float = 1.0) -> None:

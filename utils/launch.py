@@ -2,7 +2,8 @@
 
 Notebook 05, tests/test_ddp.py and bench/ddp_scaling.py launch ``scripts/train_ddp.py``
 (:data:`TRAIN_DDP_SCRIPT`) with these; :func:`start` and :func:`finish` run several launchers
-at once (as on several machines). Every wait is bounded.
+at once (as on several machines). Every wait is bounded, and a rendezvous that fails ends
+with one line (:func:`torchrun`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from . import distributed
 
 # The DDP training script of notebook 05's deep dives, the tests and the bench.
 TRAIN_DDP_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_ddp.py"
@@ -32,6 +35,8 @@ _TORCHRUN_VARS = (
 # Below every system's ephemeral ports (Linux 32768-60999, macOS and Windows 49152-65535): no
 # outgoing connection takes such a port meanwhile, nor connects to itself while retrying.
 _PORTS = range(20000, 32000)
+# Several nodes: torchrun run by torchrun() below, in the launcher's own process.
+_TORCHRUN = "import sys, utils.launch; utils.launch.torchrun(sys.argv[1:])"
 
 
 def free_port() -> int:
@@ -59,7 +64,8 @@ def torchrun_argv(
     """The command running ``script`` in ``nproc_per_node`` processes (0: one plain process).
 
     One node: ``--standalone``; several: the static rendezvous at ``endpoint`` (``host:port``)
-    on 127.0.0.1 as node ``node_rank``. The rendezvous waits ``rdzv_timeout_s`` at most."""
+    on 127.0.0.1 as node ``node_rank``, through :func:`torchrun`. The rendezvous waits
+    ``rdzv_timeout_s`` at most."""
     if nproc_per_node < 0 or nnodes < 1 or not 0 <= node_rank < nnodes:
         raise ValueError(
             f"bad launch: nproc_per_node={nproc_per_node}, nnodes={nnodes}, node_rank={node_rank}"
@@ -68,10 +74,12 @@ def torchrun_argv(
         raise ValueError("several nodes need torchrun (nproc_per_node >= 1) and an endpoint")
     if nproc_per_node == 0:
         return [sys.executable, str(script), *script_args]
-    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
     if nnodes == 1:
-        argv += ["--standalone", f"--rdzv-conf=join_timeout={rdzv_timeout_s}"]
+        argv = [sys.executable, "-m", "torch.distributed.run"]
+        argv += [f"--nproc-per-node={nproc_per_node}", "--standalone"]
+        argv += [f"--rdzv-conf=join_timeout={rdzv_timeout_s}"]
     else:
+        argv = [sys.executable, "-c", _TORCHRUN, f"--nproc-per-node={nproc_per_node}"]
         argv += [
             f"--nnodes={nnodes}",
             f"--node-rank={node_rank}",
@@ -81,6 +89,32 @@ def torchrun_argv(
             "--local-addr=127.0.0.1",
         ]
     return [*argv, "--max-restarts=0", str(script), *script_args]
+
+
+def torchrun(args: Sequence[str]) -> None:
+    """``torchrun ARGS`` in this process, as :func:`torchrun_argv` runs it for several nodes,
+    except that a node whose master or peers never come to the rendezvous ends with one line
+    (which node, where, how long) instead of torch's C++ and Python stacks."""
+    from torch.distributed import DistError
+    from torch.distributed.run import main, parse_args
+
+    opts, start = parse_args(list(args)), time.monotonic()
+    conf = dict(kv.split("=", 1) for kv in opts.rdzv_conf.split(",") if "=" in kv)
+    timeout_s, endpoint, node = int(conf.get("timeout", 600)), opts.rdzv_endpoint, opts.node_rank
+    host, _, port = endpoint.rpartition(":")
+    if node != 0 and not distributed.reachable(host, int(port), timeout_s):
+        sys.exit(
+            f"node {node}: its master (node 0) at {endpoint} did not come within {timeout_s} s:"
+            " start it, or check --rdzv-endpoint"
+        )
+    try:
+        main(list(args))
+    except DistError as err:  # node 0: the others never came (the first line says how many)
+        sys.exit(
+            f"node {node}: the rendezvous at {endpoint} failed after "
+            f"{time.monotonic() - start:.0f} s: {str(err).strip().splitlines()[0]} Start every "
+            "node with the same --rdzv-endpoint, within the --rdzv-conf timeout."
+        )
 
 
 def worker_env(threads: int = 1, force_cpu: bool = True) -> dict[str, str]:
