@@ -405,3 +405,16 @@ def test_the_readme_has_a_chinese_section_that_stands_on_its_own() -> None:
         )
         == []
     )
+
+
+def test_the_sites_chinese_interface_words_follow_the_same_rules() -> None:
+    """The site's own Chinese words (strings.json): short sentences, the settled terms."""
+    import re
+
+    words = json.loads((ROOT / "tools" / "site_templates" / "strings.json").read_text("utf-8"))
+    assert set(words["zh"]) == set(words["en"]), "strings.json: zh and en differ in keys"
+    terms = i18n.load_terms(ROOT / "translations" / "zh" / "glossary.md")
+    for key, text in words["zh"].items():
+        plain = re.sub(r"<[^>]+>", "", text)
+        assert i18n.style(plain) == [], f"strings.json zh.{key}: {i18n.style(plain)}"
+        assert i18n.term_problems({key: plain}, terms) == [], f"strings.json zh.{key}"
