@@ -18,7 +18,8 @@ lab bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SU
 .PHONY: help venv lab data-link test test-portable test-full-data test-gpu lint utils refresh clean html bench translations
 
 help:
-	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed)"
+	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
+	@echo "               your own token from the environment, never make's command line: LAB_TOKEN=... make lab)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
 	@echo "make test-portable - nbval again under other CPU kernels and thread counts"
 	@echo "make test-full-data - notebooks 04 and 05 on a 50,000-image CIFAR-10 built from the subset"
@@ -42,9 +43,15 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-# JupyterLab on notebooks/ at 127.0.0.1 (tools/lab.py): `make lab LAB_PORT=8890` picks the port,
+# JupyterLab on notebooks/ at 127.0.0.1 (tools/lab.py): `LAB_PORT=8890 make lab` picks the port,
 # `LAB_TOKEN=... make lab` the token (random otherwise). make hands both to the recipe in its
-# environment, never on a command line, which every user can read (ps).
+# environment, never on a command line, which every user can read (ps). `make lab
+# LAB_TOKEN=...` would put the token in make's own command line: refused before anything runs.
+ifeq ($(origin LAB_TOKEN),command line)
+ifneq ($(filter lab,$(MAKECMDGOALS)),)
+$(error make lab: LAB_TOKEN on make's command line is visible to every user (ps); give it in the environment instead: LAB_TOKEN=... make lab)
+endif
+endif
 lab: $(STAMP) data-link
 	$(BIN)/python -m tools.lab
 
@@ -97,9 +104,10 @@ html: $(STAMP)
 utils: $(STAMP)
 	$(BIN)/python tools/save_cells.py write
 
-# Stored outputs, without timestamps. The Chinese notebooks carry the same outputs: they are
-# rebuilt after the English ones.
+# Stored outputs, without timestamps, and the slide metadata derived from the headings
+# (tools/slides.py). The Chinese notebooks carry the same outputs: they are rebuilt after.
 refresh: utils
+	$(BIN)/python -m tools.slides write
 	$(BIN)/python -m tools.run_notebooks --inplace $(NOTEBOOKS)
 	$(BIN)/python tools/i18n.py build
 

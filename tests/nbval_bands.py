@@ -23,6 +23,7 @@ run by ``addopts`` in pyproject.toml.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -48,8 +49,9 @@ def check_band(band: Any) -> dict[str, float]:
         raise ValueError(f"{BAND_KEY} has unknown keys {sorted(unknown)}; use {BAND_KINDS}")
     out = {}
     for kind, tol in band.items():
-        if isinstance(tol, bool) or not isinstance(tol, int | float) or not tol > 0:
-            raise ValueError(f"{BAND_KEY}[{kind!r}] must be a positive number, got {tol!r}")
+        # JSON allows Infinity and NaN: a band of Infinity would switch the comparison off
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < math.inf:
+            raise ValueError(f"{BAND_KEY}[{kind!r}] must be a positive finite number, got {tol!r}")
         out[kind] = float(tol)
     return out
 
@@ -141,7 +143,10 @@ def _patch_nbval() -> None:
         raw = self.cell.get("metadata", {}).get(BAND_KEY)
         if raw is None:
             return original(self, test, ref, skip_compare)
-        band = check_band(raw)
+        try:
+            band = check_band(raw)
+        except ValueError as exc:  # one line naming the cell, not a plugin traceback
+            raise ValueError(f"{self.nodeid}: {exc} (CONTRIBUTING.md: how to choose one)") from None
         # Exact comparison of everything but the banded numbers...
         if not original(
             self,

@@ -360,6 +360,69 @@ def test_a_server_that_never_answers_does_not_hang(tmp_path: Path, monkeypatch) 
     assert socket.getdefaulttimeout() is None, "the global socket timeout was not restored"
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("trickled", ["headers", "body"])
+def test_a_server_that_trickles_bytes_is_bounded_in_total(
+    trickled: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A byte every 0.1 s is never 1 s of silence, yet the download ends at its total bound
+    (a proxy sending a byte every 20 s kept it going for ever against a 60 s silence bound)."""
+    import socket
+    import threading
+    import time
+
+    import torchvision.datasets as tvd
+
+    head = b"HTTP/1.0 200 OK\r\nContent-Length: 170000000\r\n\r\n"
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def trickle(conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)  # the request
+            if trickled == "body":
+                conn.sendall(head)
+            for byte in (head if trickled == "headers" else b"") + b"x" * 10_000:
+                if stop.wait(0.1):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:  # the client gave up
+                    return
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=trickle, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    monkeypatch.setattr(tvd.CIFAR10, "url", f"http://127.0.0.1:{port}/cifar-10-python.tar.gz")
+    monkeypatch.setattr(data_mod, "DOWNLOAD_TIMEOUT_S", 1.0)  # silence: never reached
+    monkeypatch.setattr(data_mod, "DOWNLOAD_TOTAL_S", 2.0)
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
+    start = time.monotonic()
+    try:
+        with pytest.raises(CIFAR10Unavailable) as info:
+            load_cifar10(root=tmp_path / "data")
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        server.close()
+    took = time.monotonic() - start
+    msg = str(info.value)
+    assert "(TimeoutError: the download took more than 2 s in total" in msg, msg
+    assert "connect to the internet" in msg and f"{SUBSET_ENV}=/path/to/" in msg, msg
+    assert took < 2.0 + 1.0 + 3.0, f"the 2 s bound ended the download after {took:.1f} s"
+    assert socket.getdefaulttimeout() is None, "the global socket timeout was not restored"
+    assert socket.SocketIO.readinto is data_mod._READINTO, "socket reads were not restored"
+
+
 def test_an_unreadable_subset_is_a_subset_error(tmp_path: Path, monkeypatch) -> None:
     path = write_npz(tmp_path / "subset.npz")
     path.chmod(0)

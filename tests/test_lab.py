@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import psutil
 import pytest
@@ -51,7 +52,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     if shutil.which("make") is None:
         pytest.skip("no make on this machine")
     home = tmp_path_factory.mktemp("lab")
-    port, token = free_port(), secrets.token_urlsafe(24)
+    # & # % + / mean something in a URL: the printed one must still work (it is encoded)
+    port, token = free_port(), secrets.token_urlsafe(24) + "&#%+/"
     env = dict(os.environ, LAB_TOKEN=token, JUPYTER_CONFIG_DIR=str(home / "config"))
     env["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
     # `make lab` as the README has it, never reinstalling (-o: the stamp counts as up to date).
@@ -62,7 +64,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         proc = subprocess.Popen(
             make, cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True
         )
-    url = f"http://127.0.0.1:{port}/lab?token={token}"
+    url = f"http://127.0.0.1:{port}/lab?token={quote(token, safe='')}"
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while url not in (text := log.read_text()) or "Jupyter Server" not in text:
@@ -161,7 +163,7 @@ def test_a_taken_or_bad_port_is_one_clear_line(
     assert not handed_over and "\n" not in message, message
     if value == "taken":  # names the port, and how to choose another
         assert f"port {port} on 127.0.0.1 is already in use" in message, message
-        assert f"make lab LAB_PORT={port + 1}" in message, message
+        assert f"choose another port: LAB_PORT={port + 1} make lab" in message, message
     else:
         assert f"make lab: LAB_PORT={value!r} is not a port number" in message, message
 
@@ -181,7 +183,9 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
     heading = nb.cells[dives[0].start].source.splitlines()[0].lstrip("#").strip().replace("`", "")
     page = browser.new_page()
     try:
-        page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{path.name}?token={lab.token}")
+        page.goto(
+            f"http://127.0.0.1:{lab.port}/lab/tree/{path.name}?token={quote(lab.token, safe='')}"
+        )
         shown = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(heading)})").first
         shown.wait_for(state="attached", timeout=TIMEOUT_S * 1000)
         shown.scroll_into_view_if_needed()  # Lab renders the cells near the viewport only
@@ -201,5 +205,65 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
         )
         assert below is not None, f"{path.name}: Lab shows no cell after {heading!r}"
         assert below is False, f"{path.name}: the deep dive under {heading!r} is not folded"
+    finally:
+        page.close()
+
+
+@pytest.mark.slow
+def test_lab_presents_a_notebook_as_slides_and_runs_code_there(lab, browser) -> None:
+    """`make lab` brings RISE: "Render as slideshow" (Alt+R) opens the core path as slides;
+    space moves on (fragments, then slides); a code cell run on its slide gets a fresh
+    execution count and no error.
+    The slideshow is saved as build/screenshots/lab-slideshow.png."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        notebook = "03_neural_networks.ipynb"
+        token = quote(lab.token, safe="")
+        page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{notebook}?token={token}")
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=180_000)
+        time.sleep(2)  # let Lab settle the notebook's toolbar and kernel
+        page.locator('[title^="Render the current notebook as Reveal Slideshow"]').first.click()
+        frame = page.frame_locator("iframe[src*='/rise/']").first
+        frame.locator(".reveal .slides section").first.wait_for(timeout=120_000)
+        present = frame.locator(".reveal section.present:not(.stack)")  # innermost
+
+        code = ".fragment.visible > .jp-CodeCell:not(.reveal-skip)"  # skipped cells stay hidden
+
+        def heading() -> str:
+            return present.locator("h1, h2").first.inner_text()
+
+        def show_code(elsewhere_than: str = "") -> None:
+            """Press space (next fragment or slide; → skips fragments) until a code cell shows,
+            on a slide whose heading is not the given one."""
+            for _ in range(12):
+                shown = present.locator(code).count()
+                if shown and heading() != elsewhere_than:
+                    return
+                frame.locator(".reveal").press("Space")
+                time.sleep(0.5)
+            pytest.fail("no code cell appeared on the slides")
+
+        def run_shown(expected: str) -> None:
+            cell = present.locator(code).last
+            cell.locator(".jp-InputArea-editor").click()
+            page.keyboard.press("Control+Enter")  # run in place (Shift+Enter moves on too)
+            prompt = cell.locator(".jp-InputPrompt")
+            for _ in range(120):
+                if prompt.inner_text().strip() == expected:
+                    break
+                time.sleep(0.5)
+            assert prompt.inner_text().strip() == expected, prompt.inner_text()
+            error = ".jp-OutputArea-output[data-mime-type*='error']"
+            errors = cell.locator(f"{error}, .jp-RenderedText[data-mime-type*='stderr']")
+            assert not errors.count(), errors.all_inner_texts()
+
+        show_code()  # the title slide's imports
+        run_shown("[1]:")
+        title = heading()
+        show_code(elsewhere_than=title)  # the next slides: the network's definition
+        run_shown("[2]:")
+        shots = ROOT / "build" / "screenshots"
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "lab-slideshow.png"))
     finally:
         page.close()

@@ -7,6 +7,7 @@ mutated in every way that matters.
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -83,7 +84,17 @@ def _bump_first_banded(text: str, band: dict[str, float]) -> str:
 
 @pytest.mark.parametrize(
     "band,message",
-    [({}, "non-empty"), ({"rel": 0.1}, "unknown keys"), ({"pct": 0}, "positive"), ([1], "map")],
+    [
+        ({}, "non-empty"),
+        ({"rel": 0.1}, "unknown keys"),
+        ({"pct": 0}, "positive"),
+        ([1], "map"),
+        # JSON's Infinity would switch the comparison off; NaN, negatives and text mean nothing
+        ({"abs": float("inf")}, r"nbval_band\['abs'\] must be a positive finite number, got inf"),
+        ({"pct": float("nan")}, "positive finite number, got nan"),
+        ({"abs": -0.05}, "positive finite number, got -0.05"),
+        ({"abs": "0.05"}, "positive finite number, got '0.05'"),
+    ],
 )
 def test_malformed_bands_are_named(band, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -126,6 +137,12 @@ CASES = {  # stored output, band, should nbval pass?
     "a line disappeared": ("accuracy: 50.0%, loss 1.234, 7 images\nmore\n", {"pct": 2.0}, False),
     "no band, one digit off": ("accuracy: 50.1%, loss 1.234, 7 images\n", None, False),
     "pct band only, loss off": ("accuracy: 50.0%, loss 1.235, 7 images\n", {"pct": 2.0}, False),
+    # stored as JSON's Infinity: rejected (it would accept any number), naming the cell
+    "infinite bands": (
+        "accuracy: 9.9%, loss 9.999, 7 images\n",
+        {"pct": math.inf, "abs": math.inf},
+        False,
+    ),
 }
 
 
@@ -162,11 +179,15 @@ def test_nbval_with_bands_end_to_end(tmp_path: Path) -> None:
         text=True,
         timeout=180,
     )
-    outcomes = {}
+    outcomes, messages = {}, {}
     for case in ET.parse(report).getroot().iter("testcase"):
         index = int(case.get("name", "").rsplit(" ", 1)[-1])
         outcomes[index] = case.find("failure") is None and case.find("error") is None
+        messages[index] = "".join(e.get("message", "") for e in case if e.tag == "failure")
     expected = {i: ok for i, (_, _, ok) in enumerate(CASES.values())}
     names = list(CASES)
     wrong = [names[i] for i in expected if outcomes.get(i) != expected[i]]
     assert not wrong, f"nbval outcome differs from the rule for: {wrong} ({outcomes})"
+    infinite = names.index("infinite bands")
+    expected = f"bands.ipynb::Cell {infinite}: {BAND_KEY}['abs'] must be a positive finite number"
+    assert expected in messages[infinite], messages[infinite]

@@ -8,7 +8,9 @@ has (language switch, search inside a sentence, CJK font) is in tests/test_site_
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
@@ -183,9 +185,84 @@ def test_build_never_wipes_a_foreign_folder(tmp_path: Path) -> None:
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "thesis.tex").write_text("do not delete")
-    with pytest.raises(SiteError, match="not a site built by this tool"):
+    with pytest.raises(SiteError, match="has no _static/built-files.sha256, so this tool did not"):
         build_site(src, precious, log=lambda _msg: None)
     assert (precious / "thesis.tex").exists()
+
+
+def test_a_rebuild_keeps_what_a_user_put_in_the_site(tmp_path: Path, capsys) -> None:
+    """A site is rebuilt only while it holds just the files its build wrote, unchanged."""
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
+    out = tmp_path / "site"
+    out.mkdir()  # an empty folder is fine
+    build_site(src, out, log=lambda _msg: None)
+    build_site(src, out, log=lambda _msg: None)  # and so is an earlier build, untouched
+    (out / "MY_NOTES.txt").write_text("mine")
+    (out / "photos").mkdir()
+    (out / "photos" / "cat.jpg").write_bytes(b"\xff\xd8")
+    argv = ["--notebooks", str(src), "--out", str(out), "--english-only"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "files this tool did not write" in err, err
+    assert "(MY_NOTES.txt, photos/cat.jpg)" in err and "which a rebuild would lose" in err, err
+    assert (out / "MY_NOTES.txt").read_text() == "mine" and (out / "photos" / "cat.jpg").exists()
+
+    (out / "MY_NOTES.txt").unlink()
+    shutil.rmtree(out / "photos")
+    (out / "index.html").write_text("edited by hand")
+    with pytest.raises(SiteError, match=r"files changed since the build \(index.html\)"):
+        build_site(src, out, log=lambda _msg: None)
+    assert (out / "index.html").read_text() == "edited by hand"
+
+
+def test_a_failed_build_leaves_no_half_site(tmp_path: Path, monkeypatch) -> None:
+    """What a failed build wrote is removed, so the next build is not refused."""
+    from tools import build_site as builder
+
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
+    out = tmp_path / "site"
+
+    def broken(*args, **kwargs) -> None:
+        raise RuntimeError("nbconvert failed")
+
+    monkeypatch.setattr(builder, "_render_language", broken)
+    with pytest.raises(RuntimeError, match="nbconvert failed"):
+        build_site(src, out, log=lambda _msg: None)
+    assert not out.exists()
+    monkeypatch.undo()
+    build_site(src, out, log=lambda _msg: None)
+    assert (out / "07_x.html").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"cells": [,', "Expecting value: line 1 column 12"),
+        ("[]", "'list' object has no attribute"),
+        ("{}", "missing a key: cells"),
+        (b"\xff\xfe".decode("latin-1"), "can't decode byte 0xff in position 0"),
+    ],
+    ids=["broken-json", "a-list", "no-cells", "not-utf8"],
+)
+def test_a_broken_notebook_is_named_in_one_line(
+    tmp_path: Path, capsys, text: str, reason: str
+) -> None:
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
+    broken = src / "08_broken.ipynb"
+    broken.write_text(text, encoding="latin-1")
+    out = tmp_path / "site"
+    assert main(["--notebooks", str(src), "--out", str(out), "--english-only"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"error: {broken} is not a readable notebook ("), err
+    assert reason in err and "fix it, or restore it with git" in err, err
+    assert not out.exists(), "nothing is written before every notebook has been read"
 
 
 @pytest.mark.parametrize(("required", "outcome"), [("1", "fail"), ("", "skip")])
@@ -249,7 +326,7 @@ def test_deep_dives_are_marked_and_the_switch_hides_them(tmp_path: Path, browser
     )
     nbformat.write(nb, src / "07_sample.ipynb")
     catalogs = tmp_path / "translations"
-    zh = {"head": ZH_HEADER, "dive": "## 深入（选读）：更多\n\n" + "字" * 400}
+    zh = {"head": ZH_HEADER, "dive": "## 深入（选读）：更多\n\n" + "一句中文。" * 80}
     i18n.record(src / "07_sample.ipynb", zh, "zh", catalogs, allow_identical=False)
     out = tmp_path / "site"
     build_site(src, out, log=lambda _msg: None, translations=catalogs)
@@ -307,18 +384,21 @@ def test_index_lists_every_lesson(site: Path, lang: str) -> None:
     assert index.count('class="blitz-card"') == len(NOTEBOOKS)
 
 
+# An element or style that loads from a URL (the static check; the browser sees requests).
+LOADS_FROM_A_URL = re.compile(
+    r"<(?:script|img|link|iframe|source|video|audio)\b[^>]*?(?:src|href)=[\"']?(?:https?:|//)"
+    r"|url\(\s*[\"']?(?:https?:|//)|@import\s+[\"'](?:https?:|//)"
+)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_reference_no_other_host(site: Path, lang: str) -> None:
     """Static check that complements the browser's: no src/href loads from a URL."""
-    loads = re.compile(
-        r"<(?:script|img|link|iframe|source|video|audio)\b[^>]*?(?:src|href)=[\"']?(?:https?:|//)"
-        r"|url\(\s*[\"']?(?:https?:|//)|@import\s+[\"'](?:https?:|//)"
-    )
     pages = sorted((site / LANGS[lang][0]).glob("*.html"))
     assert len(pages) == len(NOTEBOOKS) + 1, pages
     for page in pages:
-        found = loads.search(page.read_text())
+        found = LOADS_FROM_A_URL.search(page.read_text())
         assert not found, f"{page.name} loads from another host: {found and found.group(0)}"
 
 
@@ -335,6 +415,30 @@ class Findings:
 def _expected_math(stem: str) -> int:
     nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
     return sum(len(MATH_RE.findall(c.source)) for c in nb.cells if c.cell_type == "markdown")
+
+
+# What could run script the site did not write (markup from a notebook or a translation):
+# a <script> outside <head> other than MathJax's formulas, a script file from elsewhere, an
+# event-handler attribute, a javascript: URL, an embedded frame or object.
+FOREIGN_SCRIPT_JS = """(base) => {
+  const found = [];
+  for (const s of document.scripts) {
+    const src = s.getAttribute('src');
+    if (s.type.startsWith('math/tex')) continue;
+    if (src ? !s.src.startsWith(base) : s.closest('body')) {
+      found.push(`<script${src ? ' src=' + src : ''}>${s.textContent.trim().slice(0, 60)}`);
+    }
+  }
+  for (const e of document.querySelectorAll('body, body *')) {
+    for (const a of e.attributes) {
+      if (/^on/i.test(a.name) || /^\\s*javascript:/i.test(a.value)) {
+        found.push(`<${e.localName} ${a.name}="${a.value.slice(0, 60)}">`);
+      }
+    }
+    if (/^(iframe|frame|object|embed)$/.test(e.localName)) found.push(`<${e.localName}>`);
+  }
+  return found;
+}"""
 
 
 def _open(context, url: str, seen: Findings):
@@ -375,6 +479,9 @@ def _inspect(page, requests: list[str], base: str, stem: str, seen: Findings) ->
     for req in requests:
         if not (req.startswith(base) or req.startswith("data:")):
             problems.append(f"{url}: request leaves the origin: {req[:120]}")
+
+    foreign = page.evaluate(FOREIGN_SCRIPT_JS, base)
+    problems.extend(f"{url}: script the site did not write: {what}" for what in foreign)
 
     images = page.evaluate(
         "Array.from(document.images).map(i => [i.currentSrc.slice(0, 80), i.naturalWidth])"
@@ -438,9 +545,9 @@ def _check_links(seen: Findings, base: str, site: Path) -> int:
 @pytest.mark.parametrize("mode", ["file", "http"])
 @pytest.mark.parametrize("lang", LANGS)
 def test_site_in_chromium(browser, site: Path, lang: str, mode: str, request, tmp_path) -> None:
-    """No console error, failed or off-origin request, broken image or link, page wider than
-    a phone; math typeset; solutions folded. Served, the index and first lesson are screenshot
-    (their paths printed)."""
+    """No console error, failed or off-origin request, script the site did not write, broken
+    image or link, page wider than a phone; math typeset; solutions folded. Served, the index
+    and first lesson are screenshot (their paths printed)."""
     base = site.as_uri() + "/" if mode == "file" else request.getfixturevalue("served_site")
     stems = ["index"] + [p.stem for p in NOTEBOOKS]
     if mode == "http":  # the same pages as from files; served, two show what a server changes
@@ -471,6 +578,56 @@ def test_site_in_chromium(browser, site: Path, lang: str, mode: str, request, tm
     assert _check_links(seen, base, site) > len(stems), "suspiciously few links checked"
     assert seen.requests > len(stems), "the browser saw suspiciously few requests"
     assert not seen.problems, "\n".join(seen.problems)
+
+
+PLANTED = '译文<script>window.PWN_ZH=1</script><img src="http://203.0.113.9/x.png">'
+
+
+@pytest.mark.slow
+def test_the_browser_check_catches_markup_planted_in_a_translation(browser, tmp_path) -> None:
+    """A catalog entry carrying a script and an off-site image, written straight into a copy of
+    the catalog (no tools/i18n.py check on the way): the check test_site_in_chromium runs
+    reports both on the Chinese page, and nothing on the English page of the same build."""
+    english = NOTEBOOKS[0]
+    src, catalogs = tmp_path / "notebooks", tmp_path / "translations"
+    src.mkdir()
+    shutil.copy(english, src / english.name)
+    catalog = i18n.catalog_path(english)
+    planted = catalogs / catalog.relative_to(i18n.TRANSLATIONS_DIR)
+    planted.parent.mkdir(parents=True)
+    data = json.loads(catalog.read_text(encoding="utf-8"))
+    sources = i18n.markdown_cells(nbformat.read(english, as_version=4))
+    current = [
+        cell_id
+        for cell_id, entry in data["cells"].items()
+        if cell_id in sources and entry["en_sha256"] == i18n.source_hash(sources[cell_id])
+    ]
+    assert len(current) > 1, f"{catalog.name} has no current translation to plant into"
+    data["cells"][current[1]]["text"] = [PLANTED]  # the header (current[0]) stays readable
+    planted.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "site"
+    build_site(src, out, log=lambda _msg: None, translations=catalogs)
+
+    base = out.as_uri() + "/"
+    found = {}
+    context = browser.new_context(viewport=DESKTOP)
+    # Nothing leaves the machine, and no page waits on an unreachable host.
+    context.route(lambda url: not url.startswith((base, "data:")), lambda route: route.abort())
+    try:
+        for lang in LANGS:
+            seen = Findings()
+            page, requests = _open(context, f"{base}{LANGS[lang][0]}{english.stem}.html", seen)
+            _inspect(page, requests, base, english.stem, seen)
+            page.close()
+            found[lang] = seen.problems
+    finally:
+        context.close()
+    assert found["en"] == [], "\n".join(found["en"])
+    zh = "\n".join(found["zh"])
+    assert "request leaves the origin: http://203.0.113.9/x.png" in zh, zh
+    assert "script the site did not write: <script>window.PWN_ZH=1" in zh, zh
+    static = LOADS_FROM_A_URL.search((out / "zh" / english.with_suffix(".html").name).read_text())
+    assert static and "203.0.113.9" not in (out / english.with_suffix(".html").name).read_text()
 
 
 @pytest.mark.slow

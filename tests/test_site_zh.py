@@ -1,11 +1,12 @@
 """What only the Chinese teaching site (``zh/`` in the site) has, checked in headless Chromium.
 
 The checks every page gets in both languages (console errors, failed or off-site requests,
-broken images and links, math typeset, phone width, the index and downloads) are in
-tests/test_site.py, parametrized by language. Here: the language switch leads to the same
-page in the other language and back, the search finds a Chinese word inside a sentence
-(Chinese has no spaces), and CJK text is drawn with a real CJK system font (Chromium reports
-which font drew the glyphs). The site, server and browser are conftest's, once a session.
+script the site did not write, broken images and links, math typeset, phone width, the index
+and downloads) are in tests/test_site.py, parametrized by language. Here: the language switch
+leads to the same page in the other language and back, the search finds a Chinese word inside
+a sentence (Chinese has no spaces), and CJK text is drawn with a real CJK system font
+(Chromium reports which font drew the glyphs). The site, server and browser are conftest's,
+once a session.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ Usage (``make html`` runs the first form)::
     python tools/build_site.py --execute            # re-execute (on a copy) first
     python tools/build_site.py --notebooks DIR --out DIR
 
+A build replaces ``--out`` only if it is empty, or holds just what an earlier build wrote
+there, unchanged (listed in ``_static/built-files.sha256``): anything else stops it, named.
+
 Every lesson page is rendered by nbconvert with the template in ``tools/site_templates/lesson``
 (JupyterLab's look plus navigation). The site never loads anything from another host:
 MathJax 2 is copied from the ``jupyter-server-mathjax`` wheel into ``_static/mathjax``,
@@ -23,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import html
 import json
+import os
 import re
 import shutil
 import sys
@@ -41,14 +46,19 @@ from nbconvert import HTMLExporter
 from traitlets import validate
 
 try:
-    from tools import i18n, lesson_size
+    from tools import archive, decks, i18n, lesson_size
 except ModuleNotFoundError:  # run as a script (make html): tools/ itself is on sys.path
+    import archive
+    import decks
     import i18n
     import lesson_size
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
 STATIC = "_static"
+# Every file a build wrote, with its sha256 (sha256sum's format): a rebuild replaces the
+# folder only if it holds exactly these files, unchanged, so nothing a user put there is lost.
+MANIFEST = f"{STATIC}/built-files.sha256"
 MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
 TOC_MARKER = "<!-- blitz-toc -->"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -130,6 +140,10 @@ class Lesson:
         return self.path.name
 
     @property
+    def deck_name(self) -> str:
+        return decks.deck_name(self.stem)
+
+    @property
     def summary_text(self) -> str:
         return _plain(self.summary)
 
@@ -158,6 +172,7 @@ class Lesson:
             "title": self.title,
             "html_name": self.html_name,
             "ipynb_name": self.ipynb_name,
+            "deck_name": self.deck_name,
             "summary_html": _inline_markdown(self.summary),
             "summary_text": self.summary_text,
             "run_time_html": _inline_markdown(self.run_time),
@@ -404,6 +419,73 @@ def execute_notebook(nb: nbformat.NotebookNode, path: Path, timeout: int = 600) 
     client.execute()
 
 
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """``path`` as a notebook, or a :class:`SiteError` naming the file and what is wrong."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # OSError, bad JSON or UTF-8, not a notebook (many kinds)
+        # nbformat's "does not appear to be JSON" hides where: json's own error says it
+        cause = exc.__cause__ or exc.__context__
+        why = cause if isinstance(cause, json.JSONDecodeError) else exc
+        reason = (str(why).splitlines() or [type(why).__name__])[0][:160]
+        raise SiteError(
+            f"{path} is not a readable notebook ({reason}): fix it, or restore it with git"
+        ) from exc
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def record_build(out_dir: Path) -> None:
+    """Write ``MANIFEST``: every file now under ``out_dir`` (a build's, just written)."""
+    files = sorted(p for p in out_dir.rglob("*") if p.is_file())
+    lines = [f"{_sha256(p)}  {p.relative_to(out_dir).as_posix()}\n" for p in files]
+    (out_dir / MANIFEST).write_text("".join(lines), encoding="utf-8")
+
+
+def check_rebuildable(out_dir: Path) -> None:
+    """Raise :class:`SiteError` unless replacing ``out_dir`` loses nothing: it is empty, or
+    holds exactly the files an earlier build recorded in ``MANIFEST``, unchanged."""
+    if not any(out_dir.iterdir()):
+        return
+    manifest = out_dir / MANIFEST
+    if not manifest.is_file():  # a mistyped --out could be anything
+        raise SiteError(
+            f"{out_dir} is not empty and has no {MANIFEST}, so this tool did not build it (or "
+            f"built it before keeping that record): pick another --out, or delete it yourself "
+            f"if nothing in it is yours"
+        )
+    recorded = {}
+    for line in manifest.read_text(encoding="utf-8", errors="replace").splitlines():
+        digest, _, name = line.partition("  ")
+        recorded[name] = digest
+    foreign, changed = [], []
+    for root, dirs, files in os.walk(out_dir):  # a link to a folder is listed, not entered
+        dirs.sort()
+        here = Path(root).relative_to(out_dir)
+        foreign += [f"{(here / d).as_posix()}/" for d in dirs if (Path(root) / d).is_symlink()]
+        for name in sorted(files):
+            rel, path = (here / name).as_posix(), Path(root) / name
+            if rel == MANIFEST:
+                continue
+            if rel not in recorded or path.is_symlink():
+                foreign.append(rel)
+            elif _sha256(path) != recorded[rel]:
+                changed.append(rel)
+    if foreign or changed:
+        lost = foreign + changed
+        named = ", ".join(lost[:2]) + (f" and {len(lost) - 2} more" if len(lost) > 2 else "")
+        what = "files this tool did not write" if foreign else "files changed since the build"
+        if foreign and changed:
+            what = "files this tool did not write or that changed since the build"
+        raise SiteError(
+            f"{out_dir} holds {what} ({named}), which a rebuild would lose: move them out "
+            "of the folder, or pick another --out"
+        )
+
+
 def build_site(
     notebooks_dir: Path,
     out_dir: Path,
@@ -413,7 +495,8 @@ def build_site(
 ) -> list[Lesson]:
     """Render every ``*.ipynb`` in ``notebooks_dir`` into a static site in ``out_dir``.
 
-    ``out_dir`` is replaced as a whole, but only if it is empty or an earlier build.
+    ``out_dir`` is replaced as a whole, but only if it is empty or an earlier build holding
+    only the files it wrote, unchanged (``MANIFEST``); a failed build leaves nothing there.
     With ``execute=True`` each notebook is re-run in memory first (the file is untouched).
     With ``translations`` (the catalogs' folder, see tools/i18n.py) the Chinese site goes
     into ``out_dir/zh``: the same notebooks, outputs included, with the catalog's markdown.
@@ -424,7 +507,7 @@ def build_site(
     paths = sorted(notebooks_dir.glob("*.ipynb"))
     if not paths:
         raise SiteError(f"no notebooks (*.ipynb) in {notebooks_dir}: nothing to build")
-    notebooks = [(p, nbformat.read(p, as_version=4)) for p in paths]
+    notebooks = [(p, read_notebook(p)) for p in paths]
     lessons = [parse_header(p, nb) for p, nb in notebooks]
     languages = list(LANGUAGES if translations is not None else LANGUAGES[:1])
     catalogs = {
@@ -445,35 +528,50 @@ def build_site(
     mathjax = find_mathjax()
 
     if out_dir.exists():
-        # Never wipe a folder this tool did not make (a mistyped --out could be anything).
-        ours = (out_dir / STATIC / "site.css").is_file() or not any(out_dir.iterdir())
-        if not ours:
-            raise SiteError(f"{out_dir} exists and is not a site built by this tool: pick --out")
+        check_rebuildable(out_dir)
         shutil.rmtree(out_dir)
-    static = out_dir / STATIC
-    static.mkdir(parents=True)
-    shutil.copytree(mathjax, static / "mathjax")
-    for asset in (TEMPLATES / "static").iterdir():
-        shutil.copy2(asset, static / asset.name)
+    try:
+        static = out_dir / STATIC
+        static.mkdir(parents=True)
+        shutil.copytree(mathjax, static / "mathjax")
+        for asset in (TEMPLATES / "static").iterdir():
+            shutil.copy2(asset, static / asset.name)
+        decks.copy_reveal(static)
+        # The whole collection in one zip: a single notebook does not run without `utils`.
+        size = archive.write_archive(out_dir / archive.NAME)
+        log(f"  {archive.NAME}  ({size / 1e6:.1f} MB)")
 
-    if execute:
-        for path, nb in notebooks:
-            start = time.perf_counter()
-            execute_notebook(nb, path)
-            log(f"  executed {path.name}  ({time.perf_counter() - start:.1f} s)")
-    ui = json.loads((TEMPLATES / "strings.json").read_text(encoding="utf-8"))
-    for lang in languages:
-        # Translated pages: the (possibly re-executed) English notebooks with the catalog's
-        # markdown, so both languages always show the same code and outputs.
-        pages = [nb for _, nb in notebooks]
-        if lang.code in catalogs:
-            pages = [
-                i18n.translate(nb, c) for nb, c in zip(pages, catalogs[lang.code], strict=True)
-            ]
-        others = [other for other in languages if other != lang]
-        _render_language(
-            lang, pages, headers[lang.code], downloads[lang.code], out_dir, ui, others, log, dives
-        )
+        if execute:
+            for path, nb in notebooks:
+                start = time.perf_counter()
+                execute_notebook(nb, path)
+                log(f"  executed {path.name}  ({time.perf_counter() - start:.1f} s)")
+        ui = json.loads((TEMPLATES / "strings.json").read_text(encoding="utf-8"))
+        for lang in languages:
+            # Translated pages: the (possibly re-executed) English notebooks with the catalog's
+            # markdown, so both languages always show the same code and outputs.
+            pages = [nb for _, nb in notebooks]
+            if lang.code in catalogs:
+                pages = [
+                    i18n.translate(nb, c) for nb, c in zip(pages, catalogs[lang.code], strict=True)
+                ]
+            others = [other for other in languages if other != lang]
+            _render_language(
+                lang,
+                pages,
+                headers[lang.code],
+                downloads[lang.code],
+                out_dir,
+                ui,
+                others,
+                log,
+                dives,
+            )
+    except BaseException:
+        # The folder holds only what this run wrote: an unfinished site is of no use.
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    record_build(out_dir)
     return lessons
 
 
@@ -515,6 +613,7 @@ def _render_language(
     exporter = _LessonExporter(
         template_name="lesson",
         extra_template_basedirs=[str(TEMPLATES)],
+        extra_template_paths=[str(TEMPLATES)],  # blitz_mathjax.html.j2, shared with the decks
         theme="light",
         language_code=lang.html_lang,
     )
@@ -536,15 +635,27 @@ def _render_language(
     for i, (nb, lesson) in enumerate(zip(pages, lessons, strict=True)):
         start = time.perf_counter()
         (out_dir / lesson.ipynb_name).write_bytes(downloads[i])
-        nb = mark_deep_dives(nb, dives[i], words["deep_dive_badge"])
         render_widgets_statically(nb)
+        mathjax_url = f"{static}/mathjax/MathJax.js?config={MATHJAX_CONFIG}"
+        deck = decks.render_deck(
+            nb,
+            title=f"{lesson.title} · {words['slides']}",
+            html_lang=lang.html_lang,
+            static=static,
+            mathjax_url=mathjax_url,
+            lesson_page=lesson.html_name,
+            back_label=words["back_to_lesson"],
+        )
+        (out_dir / lesson.deck_name).write_text(deck, encoding="utf-8")
+        nb = mark_deep_dives(nb, dives[i], words["deep_dive_badge"])
         nb.metadata["title"] = f"{lesson.title} · {title}"
         resources = {
             "site": {
                 "title": title,
                 "ui": words,
                 "static": static,
-                "mathjax_url": f"{static}/mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+                "mathjax_url": mathjax_url,
+                "archive": up + archive.NAME,
                 "languages": switch(lesson.html_name),
                 "lesson": summaries[i],
                 "lessons": summaries,
@@ -579,6 +690,7 @@ def _render_language(
         search_index=f"{static}/{lang.search_index}",
         languages=switch("index.html"),
         lessons=summaries,
+        archive=up + archive.NAME,
     )
     (out_dir / "index.html").write_text(index, encoding="utf-8")
 
@@ -622,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
             execute=args.execute,
             translations=None if args.english_only else args.translations,
         )
-    except SiteError as exc:
+    except (SiteError, i18n.I18nError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     index = (args.out / "index.html").resolve()

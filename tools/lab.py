@@ -3,14 +3,17 @@
 Jupyter takes its token from ``JUPYTER_TOKEN`` (the environment: any user can read a command
 line in ``ps``), or makes up one and prints it; ``port_retries=0`` makes a taken port an error.
 This wrapper says so first, in one line, prints the URL when ``LAB_TOKEN`` chose the token
-(Jupyter shows it as ``...``) and becomes Jupyter (exec)."""
+(Jupyter shows it as ``...``; URL-encoded, so any token works) and becomes Jupyter (exec).
+Every command it suggests keeps the token in the environment: ``LAB_TOKEN=... make lab``."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from utils.data import install_kernel_hook
 
@@ -26,16 +29,19 @@ def main() -> None:
     try:  # bound as Jupyter binds (SO_REUSEADDR): a port in TIME_WAIT counts as free
         socket.create_server(("127.0.0.1", port)).close()
     except OSError:
+        token = "LAB_TOKEN=... " if os.environ.get("LAB_TOKEN", "").strip() else ""
         sys.exit(
             f"make lab: port {port} on 127.0.0.1 is already in use (another JupyterLab?). "
-            f"Stop that program or choose another port: make lab LAB_PORT={port + 1}"
+            f"Stop that program or choose another port: {token}LAB_PORT={port + 1} make lab"
         )
     install_kernel_hook()  # offline, the lesson's torchvision calls read the CIFAR-10 subset
     env = {name: value for name, value in os.environ.items() if name != "JUPYTER_TOKEN"}
     if token := os.environ.get("LAB_TOKEN", "").strip():
         env["JUPYTER_TOKEN"] = token
-        print(f"make lab: JupyterLab at http://127.0.0.1:{port}/lab?token={token}", flush=True)
-    jupyter = str(Path(sys.executable).with_name("jupyter"))
+        url = f"http://127.0.0.1:{port}/lab?token={quote(token, safe='')}"  # & # + % / ...
+        print(f"make lab: JupyterLab at {url}", flush=True)
+    # Beside this interpreter: bin/jupyter, or Scripts\jupyter.exe on Windows (no make there).
+    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or "jupyter"
     argv = [jupyter, "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}"]
     argv += ["--ServerApp.port_retries=0", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
     # Classrooms are often offline, and nothing should leave the machine anyway.

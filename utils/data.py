@@ -19,6 +19,10 @@ import importlib.util
 import os
 import socket
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,6 +40,11 @@ SUBSET_ARRAYS_SHA256 = "c3ee9a1dfe4ec2032573ee14364e147a826254471182881e009b63ce
 # md5 check of the real archive's files cannot pass there, and is skipped.
 BUILT_FROM_SUBSET = "BUILT-FROM-THE-SUBSET.txt"
 DOWNLOAD_TIMEOUT_S = 60.0  # seconds without a byte before a download gives up
+# ...and seconds in all: a server that trickles a byte now and then is never silent. 30 min
+# lets about 170 MB through at 95 kB/s (a slow 1 Mbit/s line needs 23 min); slower than
+# that, the offline subset is the better way, and the message says so.
+DOWNLOAD_TOTAL_S = 30 * 60.0
+ARCHIVE_MB = 170  # cifar-10-python.tar.gz
 FULL_BATCH, PER_BATCH = 10_000, 1_000  # images per torchvision batch file; the subset's share
 
 
@@ -140,13 +149,10 @@ def _full_cifar10(root: Path, transform, test_transform, download: bool, choice:
     if (root / "cifar-10-batches-py" / BUILT_FROM_SUBSET).is_file():
         CIFAR10, download = _unverified(CIFAR10), False
 
-    # torchvision downloads with urllib without a timeout: a server that accepts and never
-    # answers would hang the notebook. The default socket timeout bounds every read.
-    previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
     try:
-        train = CIFAR10(root, train=True, download=download, transform=transform)
-        return train, CIFAR10(root, train=False, download=download, transform=test_transform)
+        with _bounded_download():
+            train = CIFAR10(root, train=True, download=download, transform=transform)
+            return train, CIFAR10(root, train=False, download=download, transform=test_transform)
     except Exception as err:  # URLError, HTTPError, OSError, timeouts, torchvision's errors
         # full never tries the subset, and setting its file alone would not help there;
         # auto and subset get here only without a subset file
@@ -159,11 +165,67 @@ def _full_cifar10(root: Path, transform, test_transform, download: bool, choice:
             f"CIFAR-10 is not available. Tried: (1) the offline subset: {tried}; "
             f"(2) torchvision: could not {how} {root.resolve()} ({type(err).__name__}: {err})."
             f"{_partial_copy_note(root)} Fix it in one of two ways: connect to the internet and "
-            f"run again (torchvision downloads about 170 MB once), or {use_subset} (the "
+            f"run again (torchvision downloads about {ARCHIVE_MB} MB once), or {use_subset} (the "
             "offline subset, see shared/data/README.md)."
         ) from err
+
+
+_DEADLINES: dict[int, float] = {}  # thread downloading -> time.monotonic() it must end by
+_LOCK = threading.Lock()
+_READINTO = socket.SocketIO.readinto
+_PREVIOUS_TIMEOUT: list[float | None] = []
+
+
+def _total_timeout() -> TimeoutError:
+    rate = ARCHIVE_MB * 1000 / DOWNLOAD_TOTAL_S
+    return TimeoutError(
+        f"the download took more than {DOWNLOAD_TOTAL_S:,.0f} s in total (its {ARCHIVE_MB} MB "
+        f"need {rate:,.0f} kB/s or more to arrive in time)"
+    )
+
+
+def _bounded_readinto(self: socket.SocketIO, buffer: Any) -> int | None:
+    """``SocketIO.readinto`` that, in a thread inside ``_bounded_download``, waits no longer
+    than the time its download has left."""
+    deadline = _DEADLINES.get(threading.get_ident())
+    if deadline is None:
+        return _READINTO(self, buffer)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _total_timeout()
+    self._sock.settimeout(min(DOWNLOAD_TIMEOUT_S, left))  # type: ignore[attr-defined]
+    try:
+        return _READINTO(self, buffer)
+    except TimeoutError:
+        if time.monotonic() >= deadline:
+            raise _total_timeout() from None
+        raise  # DOWNLOAD_TIMEOUT_S without a byte: "timed out"
+
+
+@contextmanager
+def _bounded_download() -> Iterator[None]:
+    """Bound torchvision's download (urllib, which has no timeout of its own) in this thread:
+    at most DOWNLOAD_TIMEOUT_S without a byte, and DOWNLOAD_TOTAL_S in all.
+
+    Every byte urllib receives, HTTP or HTTPS, headers or body, passes through
+    ``socket.SocketIO.readinto``: that is where the clock is read (a TLS handshake is bounded
+    as a whole by the socket timeout). Other threads' reads are untouched, and everything is
+    restored when the last download ends.
+    """
+    with _LOCK:
+        if not _DEADLINES:
+            _PREVIOUS_TIMEOUT[:] = [socket.getdefaulttimeout()]
+            socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # bounds connecting, too
+            socket.SocketIO.readinto = _bounded_readinto  # type: ignore[method-assign]
+        _DEADLINES[threading.get_ident()] = time.monotonic() + DOWNLOAD_TOTAL_S
+    try:
+        yield
     finally:
-        socket.setdefaulttimeout(previous)
+        with _LOCK:
+            del _DEADLINES[threading.get_ident()]
+            if not _DEADLINES:
+                socket.SocketIO.readinto = _READINTO  # type: ignore[method-assign]
+                socket.setdefaulttimeout(_PREVIOUS_TIMEOUT.pop())
 
 
 def load_cifar10(

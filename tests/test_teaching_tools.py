@@ -1,0 +1,241 @@
+"""Slides: the metadata tools/slides.py derives from the headings, the reveal.js decks of
+the site (tools/decks.py) and the downloadable archive (tools/archive.py)."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from tools import archive, slides
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _cell(cell, *tags: str):
+    cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def test_a_slide_per_section_code_as_fragments_and_the_rest_skipped() -> None:
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# 01 · Title\n\nSummary."),
+            new_code_cell("import torch"),
+            new_markdown_cell("## Section\n\nProse."),
+            new_markdown_cell("More prose, before any code: same slide."),
+            new_code_cell("x = torch.ones(2)"),
+            new_code_cell("x + 1"),
+            new_markdown_cell("Prose about that output: a new subslide."),
+            new_markdown_cell("### A subsection"),
+            _cell(new_markdown_cell("## Deep dive: more"), "optional"),
+            _cell(new_code_cell("x * 2"), "optional"),
+            new_markdown_cell("## Summary"),
+            _cell(new_markdown_cell("## Exercises"), "exercise"),
+            _cell(new_code_cell("assert True"), "solution"),
+        ]
+    )
+    assert slides.slide_types(nb) == [
+        "slide", "fragment", "slide", "-", "fragment", "fragment", "subslide", "subslide",
+        "skip", "skip", "slide", "skip", "skip",
+    ]  # fmt: skip
+    assert slides.stale(nb) == ["rise", *range(len(nb.cells))]
+    assert slides.stamp(nb) is True and slides.stale(nb) == []
+    assert nb.metadata["rise"]["theme"] == "white", "RISE's default theme loads Google fonts"
+    assert slides.stamp(nb) is False, "stamping twice changes nothing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_carries_current_slide_metadata(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    stale = slides.stale(nb)
+    assert not stale, (
+        f"{path.name}: slide metadata of {stale[:8]} is stale: run "
+        "`python -m tools.slides write` and `make translations`"
+    )
+    kinds = slides.slide_types(nb)
+    assert kinds.count("slide") >= 3 and "fragment" in kinds, f"{path.name}: too few slides"
+
+
+def test_the_archive_holds_what_runs_the_lessons_and_nothing_else(tmp_path: Path) -> None:
+    target = tmp_path / archive.NAME
+    size = archive.write_archive(target)
+    assert 0 < size < 20e6
+    names = set(zipfile.ZipFile(target).namelist())
+    top = archive.FOLDER
+    for needed in (
+        "README.md",
+        "Makefile",
+        "requirements.txt",
+        "pyproject.toml",
+        "utils/__init__.py",
+        "scripts/train_ddp.py",
+        "tools/lab.py",
+        "notebooks/01_tensors.ipynb",
+        "notebooks/zh/01_tensors.ipynb",
+        "tools/site_templates/vendor/reveal.js/LICENSE",
+    ):
+        assert f"{top}/{needed}" in names, f"the archive lacks {needed}"
+    for name in names:
+        parts = Path(name).parts
+        assert parts[0] == top, name
+        assert not {".ci", ".venv", "build", "data", "__pycache__"} & set(parts), name
+        assert not name.endswith((".npz", ".pt", ".pyc")), name
+
+
+def _readme_block(heading: str) -> list[str]:
+    """The commands of the first ```bash block under ``heading`` in the README."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split(heading, 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_the_archive_runs_with_the_readmes_commands_without_make(tmp_path: Path) -> None:
+    """Unpack the archive, run the README's commands for a machine without make, execute
+    notebook 01 with the environment they made. The pinned packages are this environment's
+    (a .pth file), so pip finds every requirement satisfied instead of downloading gigabytes."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    commands = _readme_block("### Without `make`")
+    assert commands == [
+        "python3 -m venv .venv",
+        ".venv/bin/python -m pip install -r requirements.txt",
+        ".venv/bin/python -m pip install -e .",
+        ".venv/bin/python -m tools.lab",
+    ], commands
+    target = tmp_path / archive.NAME
+    archive.write_archive(target)
+    zipfile.ZipFile(target).extractall(tmp_path)
+    folder = tmp_path / archive.FOLDER
+
+    def run(line: str) -> str:
+        argv = line.split()
+        if argv[0] == "python3":
+            argv[0] = sys._base_executable  # the interpreter this environment was made from
+        done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"`{line}` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        return done.stdout
+
+    run(commands[0])
+    python = folder / ".venv" / "bin" / "python"
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    shared = Path(site.stdout.strip()) / "_this_environments_packages.pth"
+    shared.write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    run(commands[1])
+    run(commands[2])
+    script = (
+        "import nbformat, nbclient, utils\n"
+        f"assert utils.__file__.startswith({str(folder)!r}), utils.__file__\n"
+        "nb = nbformat.read('notebooks/01_tensors.ipynb', as_version=4)\n"
+        "nbclient.NotebookClient(nb, timeout=300, kernel_name='python3',"
+        " resources={'metadata': {'path': 'notebooks'}}).execute()\n"
+        "print('executed', len(nb.cells))\n"
+    )
+    done = subprocess.run(
+        [str(python), "-c", script], cwd=folder, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and "executed" in done.stdout, done.stderr[-3000:]
+
+
+DECK_LANGS = {"en": "", "zh": "zh/"}
+SHOTS = ROOT / "build" / "screenshots"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", DECK_LANGS)
+def test_every_deck_presents_offline(browser, site: Path, lang: str) -> None:
+    """Each lesson page links its deck; each deck, opened from file://, loads nothing from
+    another host, logs no error, moves with the arrow keys, typesets its math and (zh) draws
+    Chinese with a system CJK font. The first slides of 01 are saved under build/screenshots."""
+    from tools import decks
+
+    problems: list[str] = []
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        for path in NOTEBOOKS:
+            lesson = site / DECK_LANGS[lang] / f"{path.stem}.html"
+            deck = lesson.with_name(decks.deck_name(path.stem))
+            assert f'href="{deck.name}"' in lesson.read_text(encoding="utf-8"), (
+                f"{lesson.name} ({lang}) does not link its deck"
+            )
+            page, requests = context.new_page(), []
+            page.on("request", lambda req, r=requests: r.append(req.url))
+            where = f"{lang}/{deck.name}"
+            page.on("console", lambda m, w=where, p=problems: m.type == "error" and p.append(
+                f"{w}: console error: {m.text[:200]}"))  # fmt: skip
+            page.on("pageerror", lambda e, w=where, p=problems: p.append(f"{w}: {e}"))
+            page.goto(deck.as_uri())
+            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+            page.wait_for_function("window.MathJax && MathJax.isReady", timeout=60_000)
+            total = page.evaluate("Reveal.getTotalSlides()")
+            assert total >= 3, f"{lang}/{deck.name}: {total} slides"
+            if path.stem == "01_tensors":
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SHOTS / f"deck-{lang}-01-title.png"))
+            seen = set()
+            for _ in range(total * 3):  # every slide, fragments included
+                page.keyboard.press("ArrowRight")
+                seen.add(
+                    page.evaluate("JSON.stringify([Reveal.getIndices().h, Reveal.getIndices().v])")
+                )
+                if page.evaluate("Reveal.isLastSlide() && !Reveal.availableFragments().next"):
+                    break
+            assert len(seen) >= total - 1, (
+                f"{lang}/{deck.name}: the arrow key showed {len(seen)} of {total} slides"
+            )
+            if path.stem == "01_tensors":
+                page.keyboard.press("Home")
+                for _ in range(3):
+                    page.keyboard.press("ArrowRight")
+                page.screenshot(path=str(SHOTS / f"deck-{lang}-01-slide.png"))
+            count = """() => [document.querySelectorAll('script[type^="math/tex"]').length,
+                          document.querySelectorAll('span.MathJax[id$="-Frame"]').length,
+                          document.querySelectorAll('.MathJax_Error, .merror').length]"""
+            try:  # MathJax typesets in the background, a slide at a time as they are shown
+                page.wait_for_function(f"(({count})()).every((n, i, a) => i > 1 || n === a[0])",
+                                       timeout=30_000)  # fmt: skip
+            except Exception:
+                pass  # reported below with the numbers
+            math = page.evaluate(count)
+            if math[0] != math[1] or math[2]:
+                problems.append(f"{lang}/{deck.name}: math sources/typeset/errors {math}")
+            problems += [
+                f"{lang}/{deck.name}: request leaves the site: {url[:100]}"
+                for url in requests
+                if not url.startswith(("file:", "data:"))
+            ]
+            if lang == "zh":
+                problems += _cjk_font_problems(page, f"{lang}/{deck.name}")
+            page.close()
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
+
+
+def _cjk_font_problems(page, where: str) -> list[str]:
+    """Chromium's record of the fonts that drew the first slide's heading (``01 · 张量``):
+    every glyph drawn, the Chinese ones by a system font (the theme's web font has Latin
+    glyphs only; without a CJK font they would be boxes)."""
+    import re
+
+    page.keyboard.press("Home")
+    text = page.evaluate("document.querySelector('.reveal section h1').innerText")
+    chinese = len(re.findall(r"[\u3400-\u9fff]", text))
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": ".reveal section h1"})
+    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node["nodeId"]})["fonts"]
+    system = sum(f["glyphCount"] for f in fonts if not f["isCustomFont"])
+    if not chinese or system < chinese or sum(f["glyphCount"] for f in fonts) < len(text.strip()):
+        return [f"{where}: {text!r} ({chinese} Chinese characters) drawn with {fonts}"]
+    return []
