@@ -219,10 +219,12 @@ def test_lab_presents_a_notebook_as_slides_and_runs_code_there(lab, browser) -> 
     try:
         notebook = "03_neural_networks.ipynb"
         token = quote(lab.token, safe="")
-        page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{notebook}?token={token}")
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=180_000)
+        # ?reset: a workspace of its own, without the tabs other tests opened
+        page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{notebook}?reset&token={token}")
+        panel = page.locator(".jp-NotebookPanel:visible")
+        panel.locator(".jp-Cell").first.wait_for(timeout=180_000)
         time.sleep(2)  # let Lab settle the notebook's toolbar and kernel
-        page.locator('[title^="Render the current notebook as Reveal Slideshow"]').first.click()
+        panel.locator('[title^="Render the current notebook as Reveal Slideshow"]').click()
         frame = page.frame_locator("iframe[src*='/rise/']").first
         frame.locator(".reveal .slides section").first.wait_for(timeout=120_000)
         present = frame.locator(".reveal section.present:not(.stack)")  # innermost

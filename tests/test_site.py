@@ -394,9 +394,10 @@ LOADS_FROM_A_URL = re.compile(
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_reference_no_other_host(site: Path, lang: str) -> None:
-    """Static check that complements the browser's: no src/href loads from a URL."""
+    """Static check that complements the browser's: no src/href loads from a URL, on the
+    index, the lesson pages and the slide decks."""
     pages = sorted((site / LANGS[lang][0]).glob("*.html"))
-    assert len(pages) == len(NOTEBOOKS) + 1, pages
+    assert len(pages) == 2 * len(NOTEBOOKS) + 1, pages
     for page in pages:
         found = LOADS_FROM_A_URL.search(page.read_text())
         assert not found, f"{page.name} loads from another host: {found and found.group(0)}"
