@@ -227,7 +227,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
         (args.out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
     if world_size > 1:
         dist.barrier()  # everyone waits until rank 0 has written its files, then leaves together
-        dist.destroy_process_group()
     return metrics
 
 
@@ -275,3 +274,5 @@ def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tup
 
 if __name__ == "__main__":
     main()
+    if dist.is_initialized():  # only now: the DDP model, which holds the group, is freed
+        dist.destroy_process_group()
