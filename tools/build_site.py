@@ -422,15 +422,9 @@ def execute_notebook(nb: nbformat.NotebookNode, path: Path, timeout: int = 600) 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """``path`` as a notebook, or a :class:`SiteError` naming the file and what is wrong."""
     try:
-        return nbformat.read(path, as_version=4)
-    except Exception as exc:  # OSError, bad JSON or UTF-8, not a notebook (many kinds)
-        # nbformat's "does not appear to be JSON" hides where: json's own error says it
-        cause = exc.__cause__ or exc.__context__
-        why = cause if isinstance(cause, json.JSONDecodeError) else exc
-        reason = (str(why).splitlines() or [type(why).__name__])[0][:160]
-        raise SiteError(
-            f"{path} is not a readable notebook ({reason}): fix it, or restore it with git"
-        ) from exc
+        return i18n.load_notebook(path)
+    except i18n.I18nError as exc:
+        raise SiteError(str(exc)) from exc
 
 
 def _sha256(path: Path) -> str:

@@ -81,15 +81,24 @@ def resolve_notebook(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
     return found[0]
 
 
-def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """``path`` as a notebook whose cells have ids, or an :class:`I18nError` saying why not."""
+def load_notebook(path: Path) -> nbformat.NotebookNode:
+    """``path`` as a notebook, or an :class:`I18nError` naming the file and what is wrong in
+    one line (tools/build_site.py reads the notebooks with it too)."""
     try:
-        nb = nbformat.read(path, as_version=4)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # OSError, bad JSON or UTF-8, not a notebook (many kinds)
+        # nbformat's "does not appear to be JSON" hides where: json's own error says it
+        cause = exc.__cause__ or exc.__context__
+        why = cause if isinstance(cause, json.JSONDecodeError) else exc
+        reason = (str(why).splitlines() or [type(why).__name__])[0][:160]
         raise I18nError(
             f"{_shown(path)} is not a readable notebook ({reason}): fix it, or restore it with git"
         ) from exc
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """``path`` as a notebook whose cells have ids, or an :class:`I18nError` saying why not."""
+    nb = load_notebook(path)
     if nb.cells and any("id" not in cell for cell in nb.cells):
         raise I18nError(
             f"{_shown(path)} has cells without ids (nbformat {nb.nbformat}.{nb.nbformat_minor}); "
