@@ -23,6 +23,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn  # noqa: F401 -- before init_process_group: see the end
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
@@ -87,12 +88,21 @@ def setup() -> tuple[int, int, torch.device]:
     return rank, world_size, device
 
 
-def make_data(args: argparse.Namespace) -> tuple[TensorDataset, TensorDataset]:
+def make_data(args: argparse.Namespace, world_size: int) -> tuple[TensorDataset, TensorDataset]:
     """Every rank builds the WHOLE dataset; the sampler decides which samples it trains on."""
     n = args.num_train + args.num_test
     sizes = {"train": 50_000, "test": 10_000}  # synthetic: as many as CIFAR-10
     if args.data == "cifar10":
-        cifar = utils.load_cifar10(root="data")  # notebook 04's loader
+        # One download per machine: its first process fetches CIFAR-10 while the others wait
+        # (all at once, they would write the same archive into the same folder), then they
+        # read what it left in data/.
+        first_here = int(os.environ.get("LOCAL_RANK", "0")) == 0
+        if first_here:
+            cifar = utils.load_cifar10(root="data")  # notebook 04's loader
+        if world_size > 1:
+            dist.barrier()
+        if not first_here:
+            cifar = utils.load_cifar10(root="data")
         sizes = {"train": len(cifar.train), "test": len(cifar.test)}
     for split, size in sizes.items():
         if (asked := getattr(args, f"num_{split}")) > size:
@@ -134,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             f"--batch-size {args.batch_size} is not divisible by the world size "
             f"{world_size}: every rank must get the same share"
         )
-    train_set, test_set = make_data(args)
+    train_set, test_set = make_data(args, world_size)
     if rank == 0:  # only rank 0 writes: it locks the folder, which must hold no other run
         lock = claim_out_dir(args)  # noqa: F841 -- held until this process ends
 
@@ -274,5 +284,9 @@ def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tup
 
 if __name__ == "__main__":
     main()
-    if dist.is_initialized():  # only now: the DDP model, which holds the group, is freed
+    # The DDP model, which holds the group, was freed when main() returned: this frees the
+    # group and stops gloo's threads while Python is still fully alive. (DDP imports
+    # torch.distributed.nn; imported after init_process_group, its functions' default
+    # arguments would keep the group alive, and a gloo thread could abort the exit.)
+    if dist.is_initialized():
         dist.destroy_process_group()

@@ -93,3 +93,27 @@ def test_finish_bounds_the_wait_and_kills_what_still_runs() -> None:
         launch.finish([quick, stuck], timeout_s=2)
     assert stuck.poll() is not None  # killed, not left behind
     assert launch.finish([launch.start([sys.executable, "-c", "print('hi')"])]) == [("hi\n", "")]
+
+
+@pytest.mark.parametrize(
+    "platform, interfaces, expected",
+    [
+        ("linux", [(1, "lo"), (2, "eth0")], "lo"),
+        ("darwin", [(1, "lo0"), (4, "en0")], "lo0"),  # "lo" does not exist on a Mac
+        ("win32", [(1, "Loopback Pseudo-Interface 1")], None),  # gloo's default device
+        ("linux", [(2, "eth0")], None),  # no loopback by that name: PyTorch's default
+    ],
+)
+def test_gloo_gets_the_loopback_interface_of_its_platform(
+    monkeypatch, platform, interfaces, expected
+) -> None:
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.setattr(launch.sys, "platform", platform)
+    monkeypatch.setattr(launch.socket, "if_nameindex", lambda: interfaces)
+    assert launch.loopback_interface() == expected
+    assert launch.worker_env().get("GLOO_SOCKET_IFNAME") == expected
+
+
+def test_a_gloo_interface_the_user_chose_is_kept(monkeypatch) -> None:
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth1")
+    assert launch.worker_env()["GLOO_SOCKET_IFNAME"] == "eth1"

@@ -118,16 +118,41 @@ def torchrun(args: Sequence[str]) -> None:
 
 
 def worker_env(threads: int = 1, force_cpu: bool = True) -> dict[str, str]:
-    """This process's environment for the workers: ``threads`` CPU threads each, and no GPU
-    with ``force_cpu`` (``CUDA_VISIBLE_DEVICES=""``, as a learner would hide them).
+    """This process's environment for the workers: ``threads`` CPU threads each, no GPU with
+    ``force_cpu`` (``CUDA_VISIBLE_DEVICES=""``, as a learner would hide them), and gloo on the
+    loopback interface where :func:`loopback_interface` names one (a value already set wins).
 
     ``OMP_NUM_THREADS`` always (torchrun sets it only when unset): every run gets what it asks."""
     env = {k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS}
     env["OMP_NUM_THREADS"] = str(threads)
     if force_cpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo talks over loopback only
+    if "GLOO_SOCKET_IFNAME" not in env and (loopback := loopback_interface()):
+        env["GLOO_SOCKET_IFNAME"] = loopback  # gloo talks over loopback only
     return env
+
+
+# The loopback interface's name where gloo takes one (GLOO_SOCKET_IFNAME): Linux's tcp
+# transport and macOS's libuv transport look the name up in the system's interface list.
+_LOOPBACK = {"linux": "lo", "darwin": "lo0"}
+
+
+def loopback_interface(
+    platform: str | None = None, interfaces: Sequence[str] | None = None
+) -> str | None:
+    """The loopback interface for gloo on ``platform`` (Linux ``lo``, macOS ``lo0``), if this
+    machine has one of that name; None elsewhere (Windows names interfaces otherwise), and then
+    gloo picks its device from the host name, PyTorch's default."""
+    platform = sys.platform if platform is None else platform
+    name = next((n for prefix, n in _LOOPBACK.items() if platform.startswith(prefix)), None)
+    if name is None:
+        return None
+    if interfaces is None:
+        try:
+            interfaces = [iface for _, iface in socket.if_nameindex()]
+        except OSError:
+            return None
+    return name if name in interfaces else None
 
 
 def start(argv: Sequence[str], env: dict[str, str] | None = None, **popen_kwargs):
