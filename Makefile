@@ -15,12 +15,13 @@ BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
 lab bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
 
 
-.PHONY: help venv lab data-link test test-portable test-full-data test-gpu lint utils refresh clean html bench translations
+.PHONY: help venv lab data-link test test-lab test-portable test-full-data test-gpu lint utils refresh clean html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
 	@echo "               your own token from the environment, never make's command line: LAB_TOKEN=... make lab)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
+	@echo "make test-lab - every cell of the five notebooks in the kernels of \`make lab\` (the learner's)"
 	@echo "make test-portable - nbval again under other CPU kernels and thread counts"
 	@echo "make test-full-data - notebooks 04 and 05 on a 50,000-image CIFAR-10 built from the subset"
 	@echo "make test-gpu - every notebook on your GPU (their asserts check it), unit tests on it"
@@ -30,6 +31,7 @@ help:
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
+	@echo "make stress-ddp - the DDP scripts launched 100 times each: failures / runs (about 35 min)"
 	@echo "make clean    - remove the environment, caches and build output"
 	@echo "make venv     - only create or update .venv (every target does it first)"
 	@echo "make data-link - link notebooks/zh/data to notebooks/data (make lab does it)"
@@ -68,6 +70,12 @@ lint: $(STAMP)
 # pytest's options and environment for the notebooks: pyproject.toml and tools/contract.py.
 test: lint
 	$(BIN)/python -m pytest --nbval
+
+# Every cell of the five notebooks, run where a learner runs them: JupyterLab started by
+# `make lab` from this shell's environment, each notebook in a kernel of its own (no test
+# contract, no output comparison: tests/test_lab_notebooks.py).
+test-lab: $(STAMP) data-link
+	$(BIN)/python -m pytest --lab-notebooks tests/test_lab_notebooks.py
 
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
 test-portable: $(STAMP)
@@ -115,6 +123,12 @@ refresh: utils
 bench: $(STAMP)
 	$(BIN)/python bench/cifar10.py
 	$(BIN)/python bench/ddp_scaling.py
+
+# Do the DDP scripts end cleanly every time? ddp_minimal.py (notebook 05) and
+# scripts/train_ddp.py, 100 launches each, plain and with an extra sitecustomize; prints
+# failures / runs. A stress command, never part of `make test`.
+stress-ddp: $(STAMP)
+	$(BIN)/python bench/stress_ddp.py --runs $(or $(RUNS),100)
 
 # What the notebooks leave behind goes too (.runs/: checkpoints and DDP runs, also of the
 # translated notebooks in notebooks/zh, and the older checkpoints/ and runs/). notebooks/data/

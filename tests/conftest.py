@@ -53,3 +53,19 @@ def served_site(site):
         threading.Thread(target=server.serve_forever, daemon=True).start()
         yield f"http://127.0.0.1:{server.server_address[1]}/"
         server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """`make lab` as a learner types it, in the shell's environment (tests/lab.py)."""
+    import shutil
+
+    from tests.lab import LabNotServing, started
+
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    try:
+        with started(tmp_path_factory.mktemp("lab")) as running:
+            yield running
+    except LabNotServing as err:
+        pytest.fail(str(err))

@@ -89,7 +89,7 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]
     """What tools.lab.main() execs, as (argv, environment), recorded instead."""
     calls: list[tuple[list[str], dict]] = []
     monkeypatch.setattr(launcher.os, "execve", lambda path, argv, env: calls.append((argv, env)))
-    monkeypatch.setattr(launcher, "install_kernel_hook", lambda: None)
+    monkeypatch.setattr(launcher, "remove_old_kernel_hook", lambda: None)
     return calls
 
 

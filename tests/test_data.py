@@ -67,8 +67,10 @@ def fake_subset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(autouse=True)
 def auto_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test starts from a learner's default: BLITZ_CIFAR10 unset (auto)."""
+    """Every test starts from a learner's default: BLITZ_CIFAR10 (auto) and
+    BLITZ_CIFAR10_SUBSET unset (the test contract sets both for the notebooks)."""
     monkeypatch.delenv(CHOICE_ENV, raising=False)
+    monkeypatch.delenv(SUBSET_ENV, raising=False)
 
 
 @pytest.fixture
@@ -124,7 +126,7 @@ def test_real_subset_checksum_and_content(monkeypatch) -> None:
     train, test, classes, _ = load_cifar10()  # verifies the sha256
     assert (len(train), len(test)) == (5000, 1000)
     assert classes == CIFAR10_CLASSES
-    # shared/data/README.md: the first four test images are "cat ship ship plane".
+    # DATA.md: the official tutorial shows the first four test images as "cat ship ship plane".
     assert [classes[t] for t in test.targets[:4]] == ["cat", "ship", "ship", "airplane"]
     # the digest a cut from the full dataset is checked against is the file's
     arrays = (train.data, train.targets, test.data, test.targets)
@@ -180,7 +182,7 @@ def test_torchvision_path_is_used_without_the_env_var(tmp_path: Path, monkeypatc
 
 
 def test_env_var_pointing_nowhere(no_network: list[str], tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(SUBSET_ENV, str(tmp_path / "nope.npz"))  # auto: tried after the download
+    monkeypatch.setenv(SUBSET_ENV, str(tmp_path / "nope.npz"))  # auto: the file, no download
     with pytest.raises(SubsetError, match=r"not a file.*unset BLITZ_CIFAR10_SUBSET"):
         load_cifar10(root=tmp_path / "data")
 
@@ -306,14 +308,16 @@ def test_an_invalid_choice_is_named(monkeypatch) -> None:
         load_cifar10()
 
 
-def test_auto_falls_back_to_the_subset_file_offline(
+def test_auto_takes_the_subset_file_when_it_is_named(
     no_network: list[str], fake_subset: Path, tmp_path: Path, monkeypatch
 ) -> None:
+    """Setting BLITZ_CIFAR10_SUBSET means 'use it' (notebook 04's data cell checks just that):
+    no download is tried, online or not."""
     monkeypatch.setenv(SUBSET_ENV, str(fake_subset))
     monkeypatch.setenv(CHOICE_ENV, "auto")
     d = load_cifar10(root=tmp_path / "data")
-    assert no_network, "auto must try the full dataset first"
-    assert len(d.train) == 20 and "could not be downloaded" in d.source
+    assert not no_network, "auto with a subset file must not go online"
+    assert len(d.train) == 20 and d.source.endswith("from subset.npz")
 
 
 # --- waits are bounded, failures explained ---------------------------------------------------
@@ -533,78 +537,42 @@ def test_stored_outputs_compare_equal_whichever_way_the_subset_arrived(
     assert sanitize(cut).startswith("CIFAR-10 subset: 5,000 training / 1,000 test images")
 
 
-# --- torchvision's own calls, offline (the kernels of make lab and of the tests) -----------
-
-_SERVE = """
-import os, sys
-import utils.data as d
-d.serve_offline_cifar10()
-from torchvision import datasets  # imported after: the hook replaces CIFAR10 on import
-original = d._ORIGINAL[0]
-train = datasets.CIFAR10(root=sys.argv[1], train=True, download=True)
-test = datasets.CIFAR10(root=sys.argv[1], train=False, download=True)
-assert isinstance(train, original) and type(train).__name__ == "CIFAR10"
-print(len(train), len(test), train.classes[train[0][1]], type(train[0][0]).__name__)
-"""
-
-
-def _serve(tmp_path: Path, root: Path, **env: str) -> list[str]:
-    import subprocess
-    import sys
-
-    script = tmp_path / "serve.py"
-    script.write_text(_SERVE)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("BLITZ_CIFAR10")}
-    done = subprocess.run(
-        [sys.executable, str(script), str(root)],
-        env={**environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.splitlines()
-
-
-def test_torchvisions_calls_read_the_subset_offline(tmp_path: Path) -> None:
-    if not REAL_SUBSET.is_file():
-        pytest.skip(f"the real subset is not at {REAL_SUBSET}")
-    lines = _serve(
-        tmp_path, tmp_path / "data", BLITZ_CIFAR10="subset", **{SUBSET_ENV: str(REAL_SUBSET)}
-    )
-    assert lines == [
-        "offline: CIFAR-10 subset: 5,000 training / 1,000 test images, from cifar10-subset.npz",
-        "5000 1000 frog Image",
-    ], "said once (not once per split), then torchvision's CIFAR10 with the subset's images"
+# --- the folder tools/full_from_subset builds (make test-full-data) ---------------------------
 
 
 def test_the_folder_built_from_the_subset_is_a_full_cifar10(tmp_path: Path, monkeypatch) -> None:
-    """tools/full_from_subset: 50,000 / 10,000 images in torchvision's format, read through
-    torchvision's own call (md5 skipped for this folder only), and cutting the subset back
-    out of it gives exactly the subset (so the real images sit where the real files have them)."""
+    """tools/full_from_subset: 50,000 / 10,000 images in torchvision's format, read by
+    torchvision's CIFAR10 (md5 skipped for this folder only) wherever a caller points, and
+    cutting the subset back out of it gives exactly the subset (so the real images sit where
+    the real files have them)."""
     if not REAL_SUBSET.is_file():
         pytest.skip(f"the real subset is not at {REAL_SUBSET}")
+    from torchvision.datasets import CIFAR10
+
     from tools import full_from_subset
 
     full_from_subset.build(REAL_SUBSET, tmp_path / "full")
-    lines = _serve(
-        tmp_path,
-        tmp_path / "elsewhere",
-        BLITZ_CIFAR10="full",
-        BLITZ_CIFAR10_ROOT=str(tmp_path / "full"),
-    )
-    assert lines == ["50000 10000 frog Image"], "no offline line: this is the full-size set"
     monkeypatch.setenv(data_mod.ROOT_ENV, str(tmp_path / "full"))
+    monkeypatch.setenv(CHOICE_ENV, "full")
+    monkeypatch.setenv(SUBSET_ENV, str(REAL_SUBSET))  # set, but full was asked for
+    full = load_cifar10(root=tmp_path / "elsewhere")
+    assert isinstance(full.train, CIFAR10) and (len(full.train), len(full.test)) == (50000, 10000)
+    assert full.classes[full.train[0][1]] == "frog" and full.source.startswith("full CIFAR-10")
     monkeypatch.setenv(CHOICE_ENV, "subset")
     monkeypatch.delenv(SUBSET_ENV, raising=False)
     cut = load_cifar10(root="unused")
     assert "cut from the full dataset" in cut.source and len(cut.train) == 5000
 
 
-def test_the_kernel_hook_is_one_line_in_the_venvs_ipython_config(tmp_path: Path) -> None:
-    config = data_mod.install_kernel_hook(tmp_path)
-    assert config == tmp_path / "etc" / "ipython" / "ipython_kernel_config.py"
-    data_mod.install_kernel_hook(tmp_path)  # twice: still one line
-    lines = config.read_text().splitlines()
-    assert len(lines) == 1 and "serve_offline_cifar10()" in lines[0]
-    assert lines[0].startswith("c.InteractiveShellApp.exec_lines.append(")
+def test_write_subset_makes_a_file_that_loads_as_the_subset(
+    offline_full: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A machine with internet but without the file: the test contract cuts it once."""
+    made = data_mod.write_subset(tmp_path / "cut" / "cifar10-subset.npz", root=offline_full)
+    assert not list(made.parent.glob("*.partial"))
+    monkeypatch.setenv(SUBSET_ENV, str(made))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    d = load_cifar10(root="unused")
+    assert d.source.endswith("5,000 training / 1,000 test images, from cifar10-subset.npz")
+    arrays = (d.train.data, d.train.targets, d.test.data, d.test.targets)
+    assert data_mod._arrays_sha256(*arrays) == data_mod.SUBSET_ARRAYS_SHA256

@@ -1,84 +1,27 @@
-"""`make lab` (tools/lab.py): one JupyterLab for the module, started as the README says
-(``LAB_TOKEN=... make lab LAB_PORT=...``), its files in a temporary folder; then the wrapper's
-own checks and the command it execs, in-process, without Jupyter."""
+"""`make lab` (tools/lab.py): one JupyterLab for the session, started as the README says
+(``LAB_TOKEN=... make lab LAB_PORT=...``) from the shell's environment (tests/lab.py); its
+kernels against the test kernels; then the wrapper's own checks and the command it execs,
+in-process, without Jupyter."""
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import psutil
 import pytest
 
+from tests.lab import TIMEOUT_S, Lab
 from tools import lab as launcher
 from utils.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT_S = 180
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # none for 127.0.0.1
-
-
-@dataclass
-class Lab:
-    url: str  # printed by `make lab`
-    port: int
-    token: str
-    proc: subprocess.Popen  # make; its child, tools/lab.py, becomes Jupyter
-    runtime: Path  # where the kernels' connection files go
-
-    def api(self, method: str, path: str):
-        headers = {"Authorization": f"token {self.token}"}
-        data = b"{}" if method == "POST" else None
-        url = f"http://127.0.0.1:{self.port}/api/{path}"
-        req = urllib.request.Request(url, data, headers, method=method)
-        with _OPENER.open(req, timeout=60) as res:
-            return json.loads(res.read() or "null")
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    if shutil.which("make") is None:
-        pytest.skip("no make on this machine")
-    home = tmp_path_factory.mktemp("lab")
-    # & # % + / mean something in a URL: the printed one must still work (it is encoded)
-    port, token = free_port(), secrets.token_urlsafe(24) + "&#%+/"
-    env = dict(os.environ, LAB_TOKEN=token, JUPYTER_CONFIG_DIR=str(home / "config"))
-    env["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
-    # `make lab` as the README has it, never reinstalling (-o: the stamp counts as up to date).
-    make = ["make", "-o", ".venv/.installed", "lab", f"LAB_PORT={port}"]
-    make.append(f"BIN={Path(sys.executable).parent}")  # with this interpreter's environment
-    log = home / "lab.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            make, cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}/lab?token={quote(token, safe='')}"
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while url not in (text := log.read_text()) or "Jupyter Server" not in text:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"`make lab` (exit code {proc.poll()}) is not serving:\n{text[-3000:]}")
-            time.sleep(0.5)
-        yield Lab(url, port, token, proc, home / "runtime")
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):  # make and Jupyter, then what is left
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(timeout=30)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                continue
 
 
 @pytest.mark.slow
@@ -100,31 +43,92 @@ def test_the_printed_url_serves_lab_on_loopback_only(lab: Lab) -> None:
 
 @pytest.mark.slow
 def test_lab_lists_the_notebooks_and_runs_utils_in_a_kernel(lab: Lab) -> None:
-    from jupyter_client import BlockingKernelClient
-
     listed = {item["name"] for item in lab.api("GET", "contents")["content"]}
     expected = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} | {"zh"}
     assert expected <= listed, f"missing from Lab: {sorted(expected - listed)}"
-    kernel_id = lab.api("POST", "kernels")["id"]
-    client = BlockingKernelClient(connection_file=str(lab.runtime / f"kernel-{kernel_id}.json"))
-    client.load_connection_file()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=TIMEOUT_S)
-        # Also: torchvision's CIFAR10 is served offline in Lab's kernels (utils.data's hook).
-        code = "import utils\nimport utils.data\nfrom torchvision import datasets"
-        served = "bool(utils.data._ORIGINAL) and datasets.CIFAR10 is not utils.data._ORIGINAL[0]"
+    with lab.kernel() as client:
+        # Also: torchvision's CIFAR10 is torchvision's own (nothing patches it in a kernel).
+        code = "import utils\nfrom torchvision import datasets"
+        where = "datasets.CIFAR10.__module__"
         reply = client.execute_interactive(
-            code, user_expressions={"file": "utils.__file__", "served": served}, timeout=TIMEOUT_S
+            code, user_expressions={"file": "utils.__file__", "where": where}, timeout=TIMEOUT_S
         )["content"]
-    finally:
-        client.stop_channels()
-        lab.api("DELETE", f"kernels/{kernel_id}")
     assert reply["status"] == "ok", reply
     found = reply["user_expressions"]["file"]
     assert str(ROOT / "utils") in found.get("data", {}).get("text/plain", ""), found
-    served = reply["user_expressions"]["served"]
-    assert served.get("data", {}).get("text/plain") == "True", served
+    where = reply["user_expressions"]["where"]
+    assert where.get("data", {}).get("text/plain") == "'torchvision.datasets.cifar'", where
+
+
+# What a kernel knows of its start: its environment, interpreter, import machinery and the
+# lines IPython ran first. Printed as JSON, in the notebooks' folder.
+_PROBE = """
+import json, os, sys
+print(json.dumps({
+    "env": dict(os.environ),
+    "executable": sys.executable,
+    "path": [p for p in sys.path if p not in ("", os.getcwd())],
+    "meta_path": [type(f).__name__ for f in sys.meta_path],
+    "exec_lines": list(get_ipython().config.InteractiveShellApp.get("exec_lines", [])),
+    "project_modules": sorted(m for m in sys.modules if m.split(".")[0] in {"utils", "tools"}),
+}))
+"""
+# Where a test kernel may differ from a kernel of `make lab`: the test contract's variables
+# (documented; a learner sets them the same way: README), and what Jupyter, make, pytest and
+# the fixture tell their own children.
+_DOCUMENTED = {
+    "OMP_NUM_THREADS",
+    "BLITZ_CIFAR10",
+    "BLITZ_CIFAR10_SUBSET",
+    "BLITZ_FORCE_CPU",
+    "CUDA_VISIBLE_DEVICES",
+    "IPYTHONDIR",  # macOS only, with the CPU forced: the contract's one way to hide MPS
+}
+_PLUMBING = ("JPY_", "JUPYTER_", "MAKE", "MFLAGS", "PYTEST_", "PYDEVD_")
+_MAKE_LAB = {"LAB_TOKEN", "LAB_PORT", "BIN"}  # make's command line exports its variables
+
+
+def _probe(client) -> dict:
+    printed: list[str] = []
+
+    def collect(msg: dict) -> None:
+        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+            printed.append(msg["content"]["text"])
+
+    reply = client.execute_interactive(_PROBE, timeout=TIMEOUT_S, output_hook=collect)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return json.loads("".join(printed))
+
+
+@pytest.mark.slow
+def test_a_test_kernel_starts_as_a_kernel_of_make_lab_does(lab: Lab) -> None:
+    """A notebook passes `make test` only where it would run for a learner: a kernel nbval
+    starts (this process's environment, the test contract applied) and one a click in
+    `make lab` starts differ in the contract's documented variables and nothing else --
+    PATH included (a test-only PATH once hid a `!torchrun` that failed in class)."""
+    from nbval.kernel import CURRENT_ENV_KERNEL_NAME, RunningKernel
+
+    with lab.kernel("01_tensors.ipynb") as client:
+        learner = _probe(client)
+    tested = RunningKernel(CURRENT_ENV_KERNEL_NAME, cwd=str(ROOT / "notebooks"))
+    try:
+        test = _probe(tested.kc)
+    finally:
+        tested.stop()
+
+    def kept(env: dict) -> dict:
+        return {
+            k: v
+            for k, v in env.items()
+            if k not in _DOCUMENTED | _MAKE_LAB and not k.startswith(_PLUMBING)
+        }
+
+    learner_env, test_env = kept(learner.pop("env")), kept(test.pop("env"))
+    names = learner_env.keys() | test_env.keys()
+    differ = sorted(k for k in names if learner_env.get(k) != test_env.get(k))
+    assert not differ, {k: (learner_env.get(k), test_env.get(k)) for k in differ}
+    assert learner == test
+    assert not test["exec_lines"] and not test["project_modules"], "a kernel starts clean"
 
 
 # --- the wrapper's own decisions, in-process: no Jupyter is started --------------------------

@@ -69,6 +69,9 @@ def test_the_archive_holds_what_runs_the_lessons_and_nothing_else(tmp_path: Path
     top = archive.FOLDER
     for needed in (
         "README.md",
+        "DATA.md",
+        "LICENSE",
+        ".ci/run",
         "Makefile",
         "requirements.txt",
         "pyproject.toml",
@@ -83,66 +86,8 @@ def test_the_archive_holds_what_runs_the_lessons_and_nothing_else(tmp_path: Path
     for name in names:
         parts = Path(name).parts
         assert parts[0] == top, name
-        assert not {".ci", ".venv", "build", "data", "__pycache__"} & set(parts), name
+        assert not {".git", ".venv", "build", "data", "__pycache__"} & set(parts), name
         assert not name.endswith((".npz", ".pt", ".pyc")), name
-
-
-def _readme_block(heading: str) -> list[str]:
-    """The commands of the first ```bash block under ``heading`` in the README."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8").split(heading, 1)[1]
-    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
-    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
-
-
-@pytest.mark.slow
-def test_the_archive_runs_with_the_readmes_commands_without_make(tmp_path: Path) -> None:
-    """Unpack the archive, run the README's commands for a machine without make, execute
-    notebook 01 with the environment they made. The pinned packages are this environment's
-    (a .pth file), so pip finds every requirement satisfied instead of downloading gigabytes."""
-    import subprocess
-    import sys
-    import sysconfig
-
-    commands = _readme_block("### Without `make`")
-    assert commands == [
-        "python3 -m venv .venv",
-        ".venv/bin/python -m pip install -r requirements.txt",
-        ".venv/bin/python -m pip install -e .",
-        ".venv/bin/python -m tools.lab",
-    ], commands
-    target = tmp_path / archive.NAME
-    archive.write_archive(target)
-    zipfile.ZipFile(target).extractall(tmp_path)
-    folder = tmp_path / archive.FOLDER
-
-    def run(line: str) -> str:
-        argv = line.split()
-        if argv[0] == "python3":
-            argv[0] = sys._base_executable  # the interpreter this environment was made from
-        done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"`{line}` failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-        return done.stdout
-
-    run(commands[0])
-    python = folder / ".venv" / "bin" / "python"
-    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
-    shared = Path(site.stdout.strip()) / "_this_environments_packages.pth"
-    shared.write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    run(commands[1])
-    run(commands[2])
-    script = (
-        "import nbformat, nbclient, utils\n"
-        f"assert utils.__file__.startswith({str(folder)!r}), utils.__file__\n"
-        "nb = nbformat.read('notebooks/01_tensors.ipynb', as_version=4)\n"
-        "nbclient.NotebookClient(nb, timeout=300, kernel_name='python3',"
-        " resources={'metadata': {'path': 'notebooks'}}).execute()\n"
-        "print('executed', len(nb.cells))\n"
-    )
-    done = subprocess.run(
-        [str(python), "-c", script], cwd=folder, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0 and "executed" in done.stdout, done.stderr[-3000:]
 
 
 DECK_LANGS = {"en": "", "zh": "zh/"}
@@ -239,3 +184,30 @@ def _cjk_font_problems(page, where: str) -> list[str]:
     if not chinese or system < chinese or sum(f["glyphCount"] for f in fonts) < len(text.strip()):
         return [f"{where}: {text!r} ({chinese} Chinese characters) drawn with {fonts}"]
     return []
+
+
+# Where the README and DATA.md point at things a run makes, not files the project ships.
+_MADE_BY_A_RUN = (".venv", "build/", "notebooks/data", "notebooks/zh/data", "data/", "../shared/")
+
+
+def test_every_file_the_zips_readmes_name_is_in_the_zip() -> None:
+    """A reader of the unpacked zip finds what README.md and DATA.md name (once they named
+    .ci/run and shared/data/README.md, which were not in it)."""
+    import re
+
+    shipped = set(archive.members())
+    folders = {str(Path(name).parent) for name in shipped} | {
+        str(p) for name in shipped for p in Path(name).parents
+    }
+    missing = []
+    for doc in ("README.md", "DATA.md"):
+        assert doc in shipped, doc
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        named = re.findall(r"`([\w.][\w./-]*)`", text) + re.findall(r"\]\(([\w.][\w./-]*)\)", text)
+        for name in named:
+            a_path = "/" in name or re.fullmatch(r"[A-Z][A-Za-z]*\.md|LICENSE|Makefile", name)
+            if not a_path or name.startswith(_MADE_BY_A_RUN):
+                continue
+            if name.rstrip("/") not in shipped | folders:
+                missing.append(f"{doc}: {name}")
+    assert not missing, sorted(set(missing))

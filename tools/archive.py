@@ -4,8 +4,9 @@ A single notebook cannot run on its own: it imports ``utils``, and 05 launches
 ``scripts/train_ddp.py``. The archive holds what a learner needs to run every lesson in
 either language, with the same commands as a clone: the notebooks (English and Chinese),
 ``utils``, ``scripts``, ``tools``, the tests, ``requirements.txt``, ``pyproject.toml``, the
-Makefile, README and CONTRIBUTING. No data (CIFAR-10 downloads on first use) and no build
-output: the files git tracks, without the CI set-up.
+Makefile, README, DATA.md (how to get CIFAR-10, offline too), LICENSE, CONTRIBUTING and
+CI's script: a complete project, in which every file the README names is. No data (CIFAR-10
+downloads on first use, or see DATA.md) and no build output: the files git tracks.
 
     python -m tools.archive build/site/pytorch-blitz.zip
 """
@@ -21,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = "pytorch-blitz"  # what the zip unpacks into
 NAME = f"{FOLDER}.zip"
-# Never shipped, whether tracked or not: CI's own set-up, environments, data and outputs.
-SKIP_PARTS = {".ci", ".git", ".venv", "build", "data", "checkpoints", "__pycache__"}
+# Never shipped, whether tracked or not: git's own folder, environments, data and outputs.
+SKIP_PARTS = {".git", ".venv", "build", "data", "checkpoints", "__pycache__"}
 SKIP_SUFFIXES = {".npz", ".pt", ".pyc", ".tar.gz", ".zip"}
 
 
@@ -53,7 +54,7 @@ def members(root: Path = ROOT) -> list[str]:
         parts = Path(name).parts
         if set(parts) & SKIP_PARTS or name.endswith(tuple(SKIP_SUFFIXES)):
             continue
-        if parts[-1].startswith(".") and parts[-1] != ".gitignore":
+        if parts[-1].startswith(".") and parts[-1] != ".gitignore":  # .env and the like
             continue
         if (root / name).is_file():
             kept.append(name)

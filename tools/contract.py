@@ -3,9 +3,10 @@ refresh`` and ``make test-gpu`` (``tools/run_notebooks.py``) and ``make test-por
 apply these defaults, so each works the same from a fresh shell with nothing exported.
 
 The stored outputs were recorded on a CPU, with two threads, from the 6,000-image CIFAR-10
-subset. A variable already set wins: ``OMP_NUM_THREADS=4 pytest ...`` is how
-``make test-portable`` tries other thread counts, ``BLITZ_FORCE_CPU=0`` lets the notebooks
-use an accelerator (``make test-gpu``).
+subset: each is one documented variable that a learner can set the same way before ``make
+lab`` (README); nothing else differs from a learner's kernel. A variable already set wins:
+``OMP_NUM_THREADS=4 pytest ...`` is how ``make test-portable`` tries other thread counts,
+``BLITZ_FORCE_CPU=0`` lets the notebooks use an accelerator (``make test-gpu``).
 """
 
 from __future__ import annotations
@@ -28,23 +29,23 @@ _OFF = {"0", "false", "no", "off"}
 _HIDE_MPS = "import torch\n\ntorch.backends.mps.is_available = lambda: False\n"
 
 
-def add_venv_to_path(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Put this Python's scripts folder first on PATH, as an activated venv does, so that a
-    notebook's ``!torchrun ...`` runs the launcher of the kernel's own PyTorch."""
-    scripts = str(Path(sys.executable).parent)
-    parts = environ.get("PATH", "").split(os.pathsep)
-    if parts[:1] != [scripts]:
-        environ["PATH"] = os.pathsep.join([scripts, *(p for p in parts if p and p != scripts)])
+# The environment of the shell that started the tests, before apply() changed anything: what
+# `make lab` gets when a learner types it (tests/test_lab.py starts it with this).
+SHELL_ENVIRON: dict[str, str] = {}
 
 
 def apply(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Set the test contract's defaults in ``environ`` (kernels and workers inherit them)."""
+    """Set the test contract's defaults in ``environ`` (kernels and workers inherit them).
+
+    Only documented variables, each of which a learner could set the same way before
+    ``make lab`` (README): tests/test_kernel_env.py fails on any other difference between a
+    test kernel and a kernel of ``make lab``."""
+    if environ is os.environ and not SHELL_ENVIRON:
+        SHELL_ENVIRON.update(environ)
+    remove_old_kernel_hook()
     environ.setdefault("OMP_NUM_THREADS", "2")
-    add_venv_to_path(environ)
-    data.install_kernel_hook()  # torchvision's CIFAR10 calls read the subset in the kernels
     environ.setdefault("BLITZ_CIFAR10", "subset")
-    if SHARED_SUBSET.is_file():
-        environ.setdefault("BLITZ_CIFAR10_SUBSET", str(SHARED_SUBSET))
+    _subset_file(environ)
     force = environ.setdefault("BLITZ_FORCE_CPU", "1").strip().lower()
     if force not in _ON | _OFF:
         raise SystemExit(f"BLITZ_FORCE_CPU={force!r}: use 1 (CPU only, the default) or 0")
@@ -56,3 +57,41 @@ def apply(environ: MutableMapping[str, str] = os.environ) -> None:
             startup.mkdir(parents=True)
             (startup / "00-hide-mps.py").write_text(_HIDE_MPS)
             environ["IPYTHONDIR"] = str(ipython)
+
+
+def _subset_file(environ: MutableMapping[str, str]) -> None:
+    """``BLITZ_CIFAR10_SUBSET``: the team's file beside the checkout, else one cut once from
+    the full download into notebooks/data/ (a machine with internet but without the file)."""
+    if environ.get(data.SUBSET_ENV, "").strip():
+        return
+    if SHARED_SUBSET.is_file():
+        environ[data.SUBSET_ENV] = str(SHARED_SUBSET)
+        return
+    made = ROOT / "notebooks" / "data" / "cifar10-subset.npz"
+    if not made.is_file():
+        print(f"test contract: cutting the CIFAR-10 subset into {made} (once)", file=sys.stderr)
+        try:
+            data.write_subset(made, root=made.parent)
+        except (data.CIFAR10Unavailable, data.SubsetError) as err:
+            print(f"test contract: no CIFAR-10 subset: {err}", file=sys.stderr)
+            return  # the notebooks that need it fail with that message
+    environ[data.SUBSET_ENV] = str(made)
+
+
+# What `make lab` and the tests wrote into a virtual environment before the lessons read the
+# offline subset in plain sight: a line that ran a torchvision patch in every kernel.
+_OLD_KERNEL_HOOK = '__import__("utils.data", fromlist=["_"]).serve_offline_cifar10()'
+
+
+def remove_old_kernel_hook(prefix: str | Path = sys.prefix) -> None:
+    """Take our old line out of ``<prefix>/etc/ipython/ipython_kernel_config.py`` (the file goes
+    when nothing else is in it), saying so: it would fail in every kernel now."""
+    config = Path(prefix) / "etc" / "ipython" / "ipython_kernel_config.py"
+    if not config.is_file() or _OLD_KERNEL_HOOK not in (text := config.read_text()):
+        return
+    kept = [line for line in text.splitlines(keepends=True) if _OLD_KERNEL_HOOK not in line]
+    if "".join(kept).strip():
+        config.write_text("".join(kept))
+    else:
+        config.unlink()
+    print(f"removed the old CIFAR-10 kernel hook from {config}", file=sys.stderr)

@@ -9,13 +9,12 @@ Every command it suggests keeps the token in the environment: ``LAB_TOKEN=... ma
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from utils.data import install_kernel_hook
+from tools.contract import remove_old_kernel_hook
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
@@ -34,21 +33,21 @@ def main() -> None:
             f"make lab: port {port} on 127.0.0.1 is already in use (another JupyterLab?). "
             f"Stop that program or choose another port: {token}LAB_PORT={port + 1} make lab"
         )
-    install_kernel_hook()  # offline, the lesson's torchvision calls read the CIFAR-10 subset
+    remove_old_kernel_hook()
     env = {name: value for name, value in os.environ.items() if name != "JUPYTER_TOKEN"}
     if token := os.environ.get("LAB_TOKEN", "").strip():
         env["JUPYTER_TOKEN"] = token
         url = f"http://127.0.0.1:{port}/lab?token={quote(token, safe='')}"  # & # + % / ...
         print(f"make lab: JupyterLab at {url}", flush=True)
-    # Beside this interpreter: bin/jupyter, or Scripts\jupyter.exe on Windows (no make there).
-    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or "jupyter"
-    argv = [jupyter, "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}"]
+    # This interpreter's JupyterLab, whatever PATH holds and whether or not its scripts
+    # (bin/jupyter, Scripts\jupyter.exe) exist: its kernels then run this Python too.
+    argv = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}"]
     argv += ["--ServerApp.port_retries=0", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
     # Classrooms are often offline, and nothing should leave the machine anyway.
     argv += ["--LabApp.news_url=None", f"--LabApp.check_for_updates_class={NEVER_CHECK}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         argv.append("--allow-root")  # Jupyter refuses to run as root without it
-    os.execve(jupyter, argv, env)
+    os.execve(sys.executable, argv, env)
 
 
 if __name__ == "__main__":

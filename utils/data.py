@@ -1,26 +1,22 @@
-"""CIFAR-10 without a network, which no lesson teaches: notebook 04 teaches torchvision's.
-
-In the kernels of ``make lab`` and of the tests, ``torchvision.datasets.CIFAR10`` itself
-follows the choice below (``serve_offline_cifar10``, installed by ``install_kernel_hook``),
-so the lesson's official calls work offline from the subset.
+"""CIFAR-10 for scripts and a class without internet, which no lesson teaches: notebook 04
+teaches torchvision's ``CIFAR10``, and calls :func:`load_cifar10` in plain sight when
+``BLITZ_CIFAR10_SUBSET`` names the offline subset (DATA.md). Nothing here changes torchvision.
 
 ``BLITZ_CIFAR10=full``: torchvision's CIFAR-10 (download bounded in time); ``subset``: the
-6,000 images of shared/data/README.md, from the ``.npz`` named by ``BLITZ_CIFAR10_SUBSET``
-or cut from the full dataset, checked either way; unset (``auto``): the full dataset if it
-can be had, else the subset file. Every failure is one message saying how to fix it.
+6,000 images of DATA.md, from the ``.npz`` named by ``BLITZ_CIFAR10_SUBSET`` or cut from the
+full dataset, checked either way; unset (``auto``): the subset file when
+``BLITZ_CIFAR10_SUBSET`` names one, else the full dataset. Every failure is one message
+saying how to fix it.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.abc
-import importlib.util
 import os
 import socket
-import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,6 +41,7 @@ DOWNLOAD_TIMEOUT_S = 60.0  # seconds without a byte before a download gives up
 # that, the offline subset is the better way, and the message says so.
 DOWNLOAD_TOTAL_S = 30 * 60.0
 ARCHIVE_MB = 170  # cifar-10-python.tar.gz
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 FULL_BATCH, PER_BATCH = 10_000, 1_000  # images per torchvision batch file; the subset's share
 
 
@@ -89,14 +86,16 @@ def _subset(arrays, classes: tuple, transform, test_transform, how: str) -> CIFA
 
 def _load_subset_file(path: str | Path, transform, test_transform) -> CIFAR10Data:
     path = Path(path).expanduser()
-    fix = f"Fix it: copy a good cifar10-subset.npz (see shared/data/README.md) to {path}, or "
+    fix = f"Fix it: copy a good cifar10-subset.npz (see DATA.md) to {path}, or "
     fix += f"unset {SUBSET_ENV} to let torchvision download the full CIFAR-10 instead."
     if not path.is_file():
         raise SubsetError(f"{SUBSET_ENV} points to {path}, which is not a file. {fix}")
     try:
         with open(path, "rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
-        if digest != SUBSET_SHA256:  # past this check, every array is known to be right
+        # The published file, or one write_subset made (same arrays, another zip): past this
+        # check, every array is known to be right.
+        if digest != SUBSET_SHA256 and not _holds_the_subset(path):
             what = f"the CIFAR-10 subset at {path} ({path.stat().st_size:,} bytes)"
             why = f"has sha256 {digest}, expected {SUBSET_SHA256}"
             raise SubsetError(f"{what} {why}: corrupt, truncated or not the subset. {fix}")
@@ -108,6 +107,22 @@ def _load_subset_file(path: str | Path, transform, test_transform) -> CIFAR10Dat
         raise SubsetError(f"{why}{chmod} {fix}") from err
     classes = tuple(arrays.pop().tolist())
     return _subset(arrays, classes, transform, test_transform, f"from {path.name}")
+
+
+def _holds_the_subset(path: Path) -> bool:
+    """Whether the ``.npz`` at ``path`` holds exactly the subset's arrays and class names."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = [npz[k] for k in ("x_train", "y_train", "x_test", "y_test")]
+            classes = tuple(npz["classes"].tolist())
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return False  # unreadable, pickled, incomplete: not the subset
+    shapes = [a.shape for a in arrays]
+    if shapes != [(5000, 32, 32, 3), (5000,), (1000, 32, 32, 3), (1000,)]:
+        return False
+    if [a.dtype for a in arrays] != [np.uint8, np.int64, np.uint8, np.int64]:
+        return False
+    return classes == CLASSES and _arrays_sha256(*arrays) == SUBSET_ARRAYS_SHA256
 
 
 def _arrays_sha256(x_train: Any, y_train: Any, x_test: Any, y_test: Any) -> str:
@@ -166,7 +181,7 @@ def _full_cifar10(root: Path, transform, test_transform, download: bool, choice:
             f"(2) torchvision: could not {how} {root.resolve()} ({type(err).__name__}: {err})."
             f"{_partial_copy_note(root)} Fix it in one of two ways: connect to the internet and "
             f"run again (torchvision downloads about {ARCHIVE_MB} MB once), or {use_subset} (the "
-            "offline subset, see shared/data/README.md)."
+            "offline subset, see DATA.md)."
         ) from err
 
 
@@ -248,16 +263,9 @@ def load_cifar10(
         )
     subset_file = os.environ.get(SUBSET_ENV, "").strip()
     root = Path(os.environ.get(ROOT_ENV, "").strip() or root)
-    if choice == "subset" and subset_file:
+    if subset_file and choice != "full":
         return _load_subset_file(subset_file, transform, test_transform)
-    try:
-        train, test = _full_cifar10(root, transform, test_transform, download, choice)
-    except CIFAR10Unavailable:
-        if choice != "auto" or not subset_file:
-            raise
-        data = _load_subset_file(subset_file, transform, test_transform)
-        how = "downloaded" if download else "found"
-        return data._replace(source=f"{data.source} (the full dataset could not be {how})")
+    train, test = _full_cifar10(root, transform, test_transform, download, choice)
     classes, where = tuple(train.classes), f"in {root.as_posix()}/"
     if choice != "subset":
         source = f"full CIFAR-10: {len(train):,} training / {len(test):,} test images {where}"
@@ -273,21 +281,18 @@ def load_cifar10(
     return _subset(arrays, classes, transform, test_transform, f"cut from the full dataset {where}")
 
 
-# --- torchvision's own calls, offline ---------------------------------------------------------
-
-_SAID: set[str] = set()
-_ORIGINAL: list[type] = []  # torchvision's CIFAR10, once serve_offline_cifar10 replaced it
-KERNEL_CONFIG = "ipython_kernel_config.py"
-_HOOK_LINE = '__import__("utils.data", fromlist=["_"]).serve_offline_cifar10()'
+# --- torchvision -----------------------------------------------------------------------------
 
 
 def _torchvision_cifar10() -> type:
-    from torchvision import datasets
+    from torchvision import datasets  # here: the subset file does not need torchvision
 
-    return _ORIGINAL[0] if _ORIGINAL else datasets.CIFAR10
+    return datasets.CIFAR10
 
 
 def _unverified(cifar10: type) -> type:
+    """torchvision's CIFAR10 without the md5 check, for a folder tools/full_from_subset built."""
+
     class Unverified(cifar10):
         def _check_integrity(self) -> bool:
             return True
@@ -302,81 +307,23 @@ def _unverified(cifar10: type) -> type:
     return Unverified
 
 
-@functools.lru_cache(maxsize=4)
-def _cached(root: str, download: bool, choice: tuple[str, ...]) -> CIFAR10Data:
-    """``load_cifar10`` once per split pair; ``choice`` (the variables it reads) is the key
-    too, so a changed setting loads again."""
-    return load_cifar10(root, download=download)
-
-
-def serve_offline_cifar10() -> None:
-    """Let ``torchvision.datasets.CIFAR10(root, train, transform, ..., download)`` follow
-    ``load_cifar10``'s choice (``BLITZ_CIFAR10``; the subset offline): the object is still a
-    torchvision ``CIFAR10`` with ``.data``, ``.targets`` and ``.classes``. Done when
-    ``torchvision.datasets`` is first imported, so a kernel that never uses it pays nothing."""
-    if "torchvision.datasets" in sys.modules:
-        _replace(sys.modules["torchvision.datasets"])
-    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
-
-
-def _replace(datasets: Any) -> None:
-    if _ORIGINAL:
-        return
-    original = datasets.CIFAR10
-    _ORIGINAL.append(original)
-
-    class CIFAR10(original):
-        def __init__(
-            self, root, train=True, transform=None, target_transform=None, download=False
-        ) -> None:
-            choice = tuple(os.environ.get(k, "") for k in (CHOICE_ENV, SUBSET_ENV, ROOT_ENV))
-            found = _cached(str(root), bool(download), choice)
-            split = found.train if train else found.test
-            super(original, self).__init__(
-                root, transform=transform, target_transform=target_transform
-            )
-            self.train, self.data, self.targets = train, split.data, list(split.targets)
-            self.classes = list(found.classes)
-            self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
-            if found.source.startswith("CIFAR-10 subset") and found.source not in _SAID:
-                _SAID.add(found.source)  # once, not once per split
-                print(f"offline: {found.source}")
-
-    CIFAR10.__doc__, CIFAR10.__module__ = original.__doc__, original.__module__
-    CIFAR10.__qualname__ = original.__qualname__
-    datasets.CIFAR10 = CIFAR10
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Runs ``_replace`` right after ``torchvision.datasets`` is imported."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "torchvision.datasets":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            run = spec.loader.exec_module
-
-            def exec_module(module: Any) -> None:
-                run(module)
-                _replace(module)
-
-            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
-def install_kernel_hook(prefix: str | Path = sys.prefix) -> Path | None:
-    """Have every IPython kernel of this virtual environment call ``serve_offline_cifar10``
-    (a line in ``<venv>/etc/ipython/ipython_kernel_config.py``, which IPython reads). Outside a
-    virtual environment nothing is written: None."""
-    if sys.prefix == sys.base_prefix and Path(prefix) == Path(sys.prefix):
-        return None
-    config = Path(prefix) / "etc" / "ipython" / KERNEL_CONFIG
-    line = f"c.InteractiveShellApp.exec_lines.append({_HOOK_LINE!r})\n"
-    text = config.read_text() if config.is_file() else ""
-    if line not in text:
-        config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(text + line)
-    return config
+def write_subset(path: str | Path, root: str | Path = "data") -> Path:
+    """Write the subset, cut from the full CIFAR-10 in ``root`` (downloaded there if needed),
+    as the ``.npz`` file DATA.md describes: for a machine with internet but without the file.
+    Raises :class:`CIFAR10Unavailable` or :class:`SubsetError` as :func:`load_cifar10` does."""
+    path, root = Path(path), Path(root)
+    train, test = _full_cifar10(root, None, None, True, "subset")
+    arrays = subset_from_full(train, test)
+    if (digest := _arrays_sha256(*arrays)) != SUBSET_ARRAYS_SHA256:
+        raise SubsetError(
+            f"the 6,000 images cut from the full CIFAR-10 in {root.resolve()} are not the "
+            f"subset's (content sha256 {digest}): the download is damaged or not CIFAR-10."
+            f"{_partial_copy_note(root)}"
+        )
+    names = ("x_train", "y_train", "x_test", "y_test")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as f:  # a crash leaves no half file under the real name
+        np.savez(f, **dict(zip(names, arrays, strict=True)), classes=np.array(train.classes))
+    partial.replace(path)
+    return path
