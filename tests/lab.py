@@ -94,6 +94,7 @@ def started(
         argv += [f"LAB_PORT={port}", f"BIN={Path(sys.executable).parent}"]  # this environment
     else:
         argv, env["LAB_PORT"] = [str(python), "-m", "tools.lab"], str(port)
+    home.mkdir(parents=True, exist_ok=True)
     log = home / "lab.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
