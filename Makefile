@@ -31,7 +31,7 @@ help:
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
-	@echo "make stress-ddp - the DDP scripts launched 100 times each: failures / runs (about 35 min)"
+	@echo "make stress-ddp - the DDP scripts launched 100 times each: failures / runs (about 45 min)"
 	@echo "make clean    - remove the environment, caches and build output"
 	@echo "make venv     - only create or update .venv (every target does it first)"
 	@echo "make data-link - link notebooks/zh/data to notebooks/data (make lab does it)"
