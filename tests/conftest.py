@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def environment_left_as_found():
+    """Each test leaves ``os.environ`` as it found it (torch.compile, for one, sets
+    TORCHINDUCTOR_CACHE_DIR there): later tests, and the kernels nbval starts after them,
+    see the test contract's environment and nothing else."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
 
 # Made once per session, in temporary folders: the real site (both languages), the same site
 # behind an HTTP server, and one headless Chromium (a skip without one, a failure where
