@@ -60,10 +60,13 @@ def test_lab_lists_the_notebooks_and_runs_utils_in_a_kernel(lab: Lab) -> None:
     assert where.get("data", {}).get("text/plain") == "'torchvision.datasets.cifar'", where
 
 
-# What a kernel knows of its start: its environment, interpreter, import machinery and the
-# lines IPython ran first. Printed as JSON, in the notebooks' folder.
+# What a kernel knows once a lesson's first cell imported PyTorch: its environment,
+# interpreter, import machinery and the lines IPython ran first. Printed as JSON. (Importing
+# torchvision sets TORCHINDUCTOR_CACHE_DIR, and the pytest process that starts nbval's kernels
+# imported it: compared after the import, both must hold the same value.)
 _PROBE = """
 import json, os, sys
+import torch, torchvision
 print(json.dumps({
     "env": dict(os.environ),
     "executable": sys.executable,
