@@ -217,6 +217,52 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
 
 
 @pytest.mark.slow
+def test_solutions_open_folded_in_lab(lab: Lab, browser) -> None:
+    """A solution's code is stored folded (jupyter.source_hidden, tools/lesson_size.py write):
+    Lab shows the solution's heading and a placeholder, not the answer, until the learner
+    clicks it open."""
+    import nbformat
+
+    path = ROOT / "notebooks" / "01_tensors.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    first = next(
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and "solution" in c.metadata.get("tags", [])
+    )
+    heading = nb.cells[first - 1].source.splitlines()[0].lstrip("#").strip().replace("`", "")
+    page = browser.new_page()
+    try:
+        token = quote(lab.token, safe="")
+        page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{path.name}?reset&token={token}")
+        shown = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(heading)})").first
+        shown.wait_for(state="attached", timeout=TIMEOUT_S * 1000)
+        shown.scroll_into_view_if_needed()  # Lab renders the cells near the viewport only
+        time.sleep(2)
+        state = page.evaluate(
+            """(heading) => {
+                const cells = [...document.querySelectorAll(".jp-Notebook .jp-Cell")];
+                const i = cells.findIndex((c) => {
+                    const out = c.querySelector(".jp-MarkdownOutput");
+                    return out && out.textContent.includes(heading);
+                });
+                const code = cells[i + 1];
+                if (i < 0 || !code || !code.classList.contains("jp-CodeCell")) return null;
+                const editor = code.querySelector(".jp-InputArea");
+                return {
+                    editorShown: editor !== null && editor.checkVisibility(),
+                    placeholder: code.querySelector(".jp-InputPlaceholder") !== null,
+                };
+            }""",
+            heading,
+        )
+        assert state is not None, f"{path.name}: no code cell after {heading!r} in Lab"
+        assert state == {"editorShown": False, "placeholder": True}, state
+    finally:
+        page.close()
+
+
+@pytest.mark.slow
 def test_lab_presents_a_notebook_as_slides_and_runs_code_there(lab, browser) -> None:
     """`make lab` brings RISE: "Render as slideshow" (Alt+R) opens the core path as slides;
     space moves on (fragments, then slides); a code cell run on its slide gets a fresh

@@ -11,7 +11,8 @@ line. On the official 60-minute blitz (about 4,500 words, 350 code lines) it giv
     python -m tools.lesson_size check    # fail when a header's times or a Lab flag are stale
 
 ``write`` also marks the heading that opens each deep dive as collapsed in JupyterLab
-(cell metadata ``jp-MarkdownHeadingCollapsed``), so a deep dive opens folded.
+(cell metadata ``jp-MarkdownHeadingCollapsed``), so a deep dive opens folded, and folds each
+solution's code (``jupyter.source_hidden``), so the answer does not stand under the exercise.
 """
 
 from __future__ import annotations
@@ -157,7 +158,14 @@ def problems(path: Path) -> list[str]:
             )
         elif not cell.metadata.get(COLLAPSED):
             found.append(f"{path.name}: cell {dive.start}, a deep dive's heading, is not collapsed")
+    for i, cell in enumerate(nb.cells):
+        if _is_solution_code(cell) and not cell.metadata.get("jupyter", {}).get("source_hidden"):
+            found.append(f"{path.name}: cell {i}, a solution's code, is not folded in Lab")
     return found
+
+
+def _is_solution_code(cell: nbformat.NotebookNode) -> bool:
+    return cell.cell_type == "code" and "solution" in cell.metadata.get("tags", [])
 
 
 def write(path: Path) -> bool:
@@ -176,6 +184,9 @@ def write(path: Path) -> bool:
         cell = nb.cells[dive.start]
         if cell.cell_type == "markdown" and DEEP_DIVE.match(cell.source):
             cell.metadata[COLLAPSED] = True
+    for cell in nb.cells:  # a solution's code opens folded: the answer is not under the exercise
+        if _is_solution_code(cell):
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
     changed = nbformat.writes(nb) != before
     if changed:
         nbformat.write(nb, path)
