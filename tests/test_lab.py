@@ -217,6 +217,41 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
 
 
 @pytest.mark.slow
+def test_lab_starts_without_asking_about_news_or_fetching_it(lab: Lab, browser) -> None:
+    """A classroom's Lab asks nothing on start: no "Would you like to get notified about
+    official Jupyter news?" (JupyterLab's announcements plugin asks it on every load until it
+    is answered; tools/lab_settings/overrides.json answers it), and it calls no other host
+    for news or updates. Settings the user changes still win over these defaults."""
+    url = (
+        f"http://127.0.0.1:{lab.port}/lab/api/settings/@jupyterlab/apputils-extension:notification"
+    )
+    req = urllib.request.Request(url, headers={"Authorization": f"token {lab.token}"})
+    with _OPENER.open(req, timeout=60) as res:
+        reply = json.loads(res.read())  # the schema's defaults carry the overrides
+    defaults = {k: v.get("default") for k, v in reply["schema"]["properties"].items()}
+    wanted = {"fetchNews": "false", "checkForUpdates": False}
+    assert {k: defaults[k] for k in wanted} == wanted and not reply["settings"], reply
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    elsewhere: list[str] = []
+    page.on("request", lambda r: r.url.startswith("http://127.0.0.1") or elsewhere.append(r.url))
+    try:
+        page.goto(f"http://127.0.0.1:{lab.port}/lab?reset&token={quote(lab.token, safe='')}")
+        page.locator("#jp-main-dock-panel").wait_for(timeout=TIMEOUT_S * 1000)
+        toasts: list[str] = []
+        for _ in range(20):  # without the settings it showed within 0.2 s of the shell (measured)
+            toasts = page.evaluate(
+                "[...document.querySelectorAll('.Toastify__toast')].map(t => t.innerText)"
+            )
+            if toasts:
+                break
+            time.sleep(0.5)
+        assert not toasts, f"Lab greets the class with: {toasts}"
+        assert not elsewhere, f"Lab called other hosts: {elsewhere}"
+    finally:
+        page.close()
+
+
+@pytest.mark.slow
 def test_solutions_open_folded_in_lab(lab: Lab, browser) -> None:
     """A solution's code is stored folded (jupyter.source_hidden, tools/lesson_size.py write):
     Lab shows the solution's heading and a placeholder, not the answer, until the learner
@@ -262,6 +297,79 @@ def test_solutions_open_folded_in_lab(lab: Lab, browser) -> None:
         page.close()
 
 
+# Console errors of RISE's slideshow app itself (jupyterlab-rise 0.43.1 in JupyterLab 4.6),
+# named in README's "Teaching site" section; any other error fails the test.
+RISE_UPSTREAM_ERRORS = (
+    # RISE's app bundles JupyterLab 4.3's packages: ipywidgets' Lab extension needs one it lacks
+    "Shared module @jupyterlab/console doesn't exist in shared scope",
+    # two versions of @jupyter/web-components (Lab's and RISE's) register the same elements
+    "RangeError: Maximum call stack size exceeded",
+    # RISE asks for an optional <notebook>.css beside each notebook; we ship rise.css only
+    "Refused to apply style from",
+)
+
+
+def _open_slideshow(page, lab: Lab, notebook: str):
+    """Open ``notebook`` in Lab and click "Render as slideshow": RISE's frame, once a slide
+    shows."""
+    token = quote(lab.token, safe="")
+    # ?reset: a workspace of its own, without the tabs other tests opened
+    page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{notebook}?reset&token={token}")
+    panel = page.locator(".jp-NotebookPanel:visible")
+    panel.locator(".jp-Cell").first.wait_for(timeout=180_000)
+    time.sleep(2)  # let Lab settle the notebook's toolbar and kernel
+    panel.locator('[title^="Render the current notebook as Reveal Slideshow"]').click()
+    frame = page.frame_locator("iframe[src*='/rise/']").first
+    frame.locator(".reveal .slides section.present").first.wait_for(timeout=120_000)
+    return frame
+
+
+@pytest.mark.slow
+def test_the_arrow_key_walks_a_rise_slideshow_and_shows_every_code_cell(lab, browser) -> None:
+    """A teacher clicks "Render as slideshow" and presses → only: each press shows the next
+    code cell or slide, in reading order, until the last; every code cell of the core path
+    appears. (JupyterLab binds → in a notebook to "next heading", which moved RISE from heading
+    to heading past the code: tools/lab_settings/pytorch-blitz.json unbinds it in RISE.) No
+    console error but RISE's own (RISE_UPSTREAM_ERRORS)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text[:300]))
+    page.on("pageerror", lambda e: errors.append(str(e)[:300]))
+    try:
+        _open_slideshow(page, lab, "03_neural_networks.ipynb")
+        frame = next(f for f in page.frames if "/rise/" in f.url)
+        time.sleep(2)  # RISE settles on its first slide
+        shown = """() => {
+            const cells = [...document.querySelectorAll('.reveal .jp-CodeCell:not(.reveal-skip)')];
+            const on = c => c.closest('section.present') && !c.closest('.fragment:not(.visible)');
+            return [cells.length, cells.map((c, i) => on(c) ? i : -1).filter(i => i >= 0)];
+        }"""
+        at_end = """() => {
+            const slides = [...document.querySelectorAll('.reveal .slides > section')];
+            return slides.at(-1).classList.contains('present') &&
+                !document.querySelector('section.present .fragment:not(.visible)');
+        }"""
+        state = """() => [[...document.querySelectorAll('section.present')].at(-1).id,
+            document.querySelectorAll('section.present .fragment.visible').length]"""
+        total, seen = frame.evaluate(shown)
+        seen, steps, idle = set(seen), 0, []
+        while not frame.evaluate(at_end) and steps < 4 * total + 40:
+            before = frame.evaluate(state)
+            page.keyboard.press("ArrowRight")  # where a teacher's key goes: the focused cell
+            time.sleep(0.4)
+            steps += 1
+            if frame.evaluate(state) == before:  # a press that changed nothing on screen
+                idle.append((steps, before))
+            seen.update(frame.evaluate(shown)[1])
+        assert frame.evaluate(at_end), f"→ did not reach the last slide in {steps} presses"
+        assert seen == set(range(total)), f"→ showed code cells {sorted(seen)} of {total}"
+        assert not idle, f"presses of → that changed nothing (of {steps}; press, slide): {idle}"
+    finally:
+        page.close()
+    ours = [e for e in errors if not any(known in e for known in RISE_UPSTREAM_ERRORS)]
+    assert not ours, ours
+
+
 @pytest.mark.slow
 def test_lab_presents_a_notebook_as_slides_and_runs_code_there(lab, browser) -> None:
     """`make lab` brings RISE: "Render as slideshow" (Alt+R) opens the core path as slides;
@@ -270,16 +378,7 @@ def test_lab_presents_a_notebook_as_slides_and_runs_code_there(lab, browser) -> 
     The slideshow is saved as build/screenshots/lab-slideshow.png."""
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     try:
-        notebook = "03_neural_networks.ipynb"
-        token = quote(lab.token, safe="")
-        # ?reset: a workspace of its own, without the tabs other tests opened
-        page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{notebook}?reset&token={token}")
-        panel = page.locator(".jp-NotebookPanel:visible")
-        panel.locator(".jp-Cell").first.wait_for(timeout=180_000)
-        time.sleep(2)  # let Lab settle the notebook's toolbar and kernel
-        panel.locator('[title^="Render the current notebook as Reveal Slideshow"]').click()
-        frame = page.frame_locator("iframe[src*='/rise/']").first
-        frame.locator(".reveal .slides section").first.wait_for(timeout=120_000)
+        frame = _open_slideshow(page, lab, "03_neural_networks.ipynb")
         present = frame.locator(".reveal section.present:not(.stack)")  # innermost
 
         code = ".fragment.visible > .jp-CodeCell:not(.reveal-skip)"  # skipped cells stay hidden

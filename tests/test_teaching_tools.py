@@ -30,7 +30,7 @@ def test_a_slide_per_section_code_as_fragments_and_the_rest_skipped() -> None:
             new_markdown_cell("More prose, before any code: same slide."),
             new_code_cell("x = torch.ones(2)"),
             new_code_cell("x + 1"),
-            new_markdown_cell("Prose about that output: a new subslide."),
+            new_markdown_cell("Prose about that output: a new slide."),
             new_markdown_cell("### A subsection"),
             _cell(new_markdown_cell("## Deep dive: more"), "optional"),
             _cell(new_code_cell("x * 2"), "optional"),
@@ -40,7 +40,7 @@ def test_a_slide_per_section_code_as_fragments_and_the_rest_skipped() -> None:
         ]
     )
     assert slides.slide_types(nb) == [
-        "slide", "fragment", "slide", "-", "fragment", "fragment", "subslide", "subslide",
+        "slide", "fragment", "slide", "-", "fragment", "fragment", "slide", "slide",
         "skip", "skip", "slide", "skip", "skip",
     ]  # fmt: skip
     assert slides.stale(nb) == ["rise", *range(len(nb.cells))]
@@ -59,6 +59,7 @@ def test_every_notebook_carries_current_slide_metadata(path: Path) -> None:
     )
     kinds = slides.slide_types(nb)
     assert kinds.count("slide") >= 3 and "fragment" in kinds, f"{path.name}: too few slides"
+    assert "subslide" not in kinds, "→ in RISE jumps over stacked subslides"
 
 
 def test_the_archive_holds_what_runs_the_lessons_and_nothing_else(tmp_path: Path) -> None:
@@ -125,16 +126,21 @@ def test_every_deck_presents_offline(browser, site: Path, lang: str) -> None:
             if path.stem == "01_tensors":
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(SHOTS / f"deck-{lang}-01-title.png"))
-            seen = set()
-            for _ in range(total * 3):  # every slide, fragments included
+            seen, code_seen = set(), set()
+            code_total = page.evaluate(_CODE_SHOWN.replace("shown(c)", "true"))
+            for _ in range(total * 4):  # every slide, fragments included
                 page.keyboard.press("ArrowRight")
                 seen.add(
                     page.evaluate("JSON.stringify([Reveal.getIndices().h, Reveal.getIndices().v])")
                 )
+                code_seen.update(page.evaluate(_CODE_SHOWN))
                 if page.evaluate("Reveal.isLastSlide() && !Reveal.availableFragments().next"):
                     break
             assert len(seen) >= total - 1, (
                 f"{lang}/{deck.name}: the arrow key showed {len(seen)} of {total} slides"
+            )
+            assert code_seen == set(code_total), (
+                f"{lang}/{deck.name}: → showed {len(code_seen)} of {len(code_total)} code cells"
             )
             if path.stem == "01_tensors":
                 page.keyboard.press("Home")
@@ -163,6 +169,101 @@ def test_every_deck_presents_offline(browser, site: Path, lang: str) -> None:
     finally:
         context.close()
     assert not problems, "\n".join(problems)
+
+
+# The deck's code cells (their indices) that are on screen now: on the present slide and not
+# in a fragment still hidden. With "true" for shown(c): all of them.
+_CODE_SHOWN = """(() => {
+  const cells = [...document.querySelectorAll('.reveal .slides .jp-CodeCell')];
+  const shown = c => c.closest('section.present') && !c.closest('.fragment:not(.visible)');
+  return cells.map((c, i) => shown(c) ? i : -1).filter(i => i >= 0);
+})()"""
+
+# What a projector would not show of the present slide: an element of it (text, code, output,
+# figure) that ends outside the slide area (the scaled `.slides` box, within the window), a
+# box that clips what it holds (scrolled or cut code lines; text clipped on purpose for screen
+# readers aside), the way back to the lesson lying over the slide area; and the scale the
+# deck's script gave the slide (1 when it fit as it is).
+_SLIDE_PROBLEMS = """(() => {
+  const box = document.querySelector('.reveal .slides').getBoundingClientRect();
+  const area = {left: Math.max(box.left, 0), top: Math.max(box.top, 0),
+                right: Math.min(box.right, innerWidth), bottom: Math.min(box.bottom, innerHeight)};
+  const slide = Reveal.getCurrentSlide(), problems = [];
+  const name = el => el.tagName.toLowerCase() + ' "' +
+    (el.innerText || el.getAttribute('alt') || '').trim().slice(0, 40).replace(/\\s+/g, ' ') + '"';
+  for (const el of slide.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect(), style = getComputedStyle(el);
+    if (!r.width || !r.height || style.display === 'contents') continue;
+    if (style.clip !== 'auto' && style.clip) continue;  // read aloud only (MathJax's MathML)
+    if (r.left < area.left - 1 || r.right > area.right + 1 || r.top < area.top - 1 ||
+        r.bottom > area.bottom + 1) {
+      problems.push(`${name(el)} ends outside the slide ` +
+        `(${[r.left, r.top, r.right, r.bottom].map(Math.round)} vs ` +
+        `${[area.left, area.top, area.right, area.bottom].map(Math.round)})`);
+    }
+    if ((el.scrollWidth > el.clientWidth + 1 && style.overflowX !== 'visible') ||
+        (el.scrollHeight > el.clientHeight + 1 && style.overflowY !== 'visible')) {
+      problems.push(`${name(el)} clips its content (${el.scrollWidth}×${el.scrollHeight} ` +
+        `in ${el.clientWidth}×${el.clientHeight})`);
+    }
+  }
+  const back = document.querySelector('.blitz-deck-back');
+  const b = back ? back.getBoundingClientRect() : null;
+  if (!b) problems.push('no way back to the lesson');
+  else if (b.bottom > area.top && b.top < area.bottom && b.right > area.left && b.left < area.right)
+    problems.push('the way back to the lesson lies over the slide');
+  const fit = slide.querySelector(':scope > .blitz-fit');
+  return {problems, scale: fit && fit.dataset.scale ? Number(fit.dataset.scale) : 1};
+})()"""
+
+# Below this the deck's script would be shrinking a slide to fit it: tools/decks.py paginates
+# so that it never has to go further (measured: 0.94 was the smallest, on 04 and 05).
+MIN_SCALE = 0.85
+PROJECTORS = {"1280x720": (1280, 720), "1024x768": (1024, 768)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", PROJECTORS)
+@pytest.mark.parametrize("lang", DECK_LANGS)
+def test_every_slide_fits_a_projector(browser, site: Path, lang: str, size: str) -> None:
+    """Every slide of every deck, each fragment shown, is wholly on screen at a classroom
+    projector's size: nothing ends outside the slide, no code line is cut or scrolled, the
+    link back to the lesson covers nothing, and no slide is shrunk below MIN_SCALE to fit.
+    The check itself is shown to catch a cut line and an element below the slide."""
+    width, height = PROJECTORS[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    problems, views, scaled = [], 0, []
+    try:
+        page = context.new_page()
+        for path in NOTEBOOKS:
+            deck = site / DECK_LANGS[lang] / f"{path.stem}.slides.html"
+            page.goto(deck.as_uri())
+            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+            page.wait_for_function("window.MathJax && MathJax.isReady", timeout=60_000)
+            for i in range(page.evaluate("Reveal.getTotalSlides()")):
+                page.evaluate(f"Reveal.slide({i}, 0, Number.MAX_VALUE)")  # all fragments
+                # MathJax typesets a slide when it is shown, then the deck refits it
+                page.evaluate("new Promise(r => MathJax.Hub.Queue(() => requestAnimationFrame(r)))")
+                found = page.evaluate(_SLIDE_PROBLEMS)
+                views += 1
+                where = f"{lang}/{deck.name} slide {i + 1} at {size}"
+                problems += [f"{where}: {p}" for p in found["problems"]]
+                if found["scale"] < 1:
+                    scaled.append(found["scale"])
+                if found["scale"] < MIN_SCALE:
+                    problems.append(f"{where}: shrunk to {found['scale']} to fit")
+        # the check can fail: a code line that cannot wrap, a block below the slide
+        page.evaluate("""Reveal.getCurrentSlide().insertAdjacentHTML('beforeend',
+            '<pre style="white-space: pre; overflow: auto">' + 'x'.repeat(400) + '</pre>' +
+            '<p style="position: relative; top: 2000px">below</p>')""")
+        planted = page.evaluate(_SLIDE_PROBLEMS)["problems"]
+        assert any("clips its content" in p for p in planted), planted
+        assert any('"below" ends outside' in p for p in planted), planted
+    finally:
+        context.close()
+    smallest = min(scaled, default=1)
+    print(f"{lang} at {size}: {views} slides, {len(scaled)} scaled (smallest {smallest})")
+    assert views > 5 * 10 and not problems, "\n".join(problems)
 
 
 def _cjk_font_problems(page, where: str) -> list[str]:

@@ -6,12 +6,21 @@ marks (the core path: a slide per section, code cells as fragments, with their s
 outputs and figures) and skips deep dives, exercises and solutions. Everything it loads comes
 from the site: reveal.js from ``site_templates/vendor`` (unmodified, MIT licence kept),
 MathJax from the site's copy. Keys: → / space next, ← back, Esc overview, F full screen.
+
+Every slide fits the screen by design: the deck's copy of the notebook is paginated first
+(:func:`paginate`: a long code cell continues on the next slide, split at a blank line; long
+output gets a slide of its own; a long piece of prose is split between paragraphs), code
+lines wrap instead of running off the slide, and a slide still taller than the deck is scaled
+down as a whole by the deck's script (``deck/index.html.j2``). ``tests/test_teaching_tools.py``
+measures every slide at 1280×720 and 1024×768 in Chromium.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -20,6 +29,13 @@ from traitlets import validate
 
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
 REVEAL_VERSION = "6.0.2"
+# What one slide holds, in lines (the deck is 960 × 700 slide pixels; code is 19 px): more is
+# continued on the next slide. Measured, not derived: see this module's docstring.
+CODE_LINES = 20
+OUTPUT_LINES = 10
+PROSE_LINES = 20
+SLIDE_LINES = 24  # a slide's prose, code and output together; the next cell starts a slide
+PROSE_WIDTH = 85  # characters per rendered line of prose, for counting wrapped lines
 REVEAL = TEMPLATES / "vendor" / "reveal.js"
 SUFFIX = ".slides.html"
 
@@ -48,6 +64,99 @@ def has_slides(nb: nbformat.NotebookNode) -> bool:
     return any(c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells)
 
 
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def _chunks(lines: list[str], limit: int, cost: Callable[[str], int]) -> list[list[str]]:
+    """``lines`` cut into pieces of at most ``limit`` (by ``cost`` per line), each cut at the
+    last blank line that fits (outside a fenced block), else before a list item, else where
+    the limit falls."""
+    pieces: list[list[str]] = [[]]
+    used, fenced, blank, item = 0, False, 0, 0  # where the current piece may be cut
+    for line in lines:
+        if used + cost(line) > limit and pieces[-1]:
+            cut = blank or item or len(pieces[-1])
+            pieces.append(pieces[-1][cut:])
+            pieces[-2] = pieces[-2][:cut]
+            used, blank, item = sum(cost(x) for x in pieces[-1]), 0, 0
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and pieces[-1] and not line.strip():
+            blank = len(pieces[-1])
+        elif not fenced and pieces[-1] and _LIST_ITEM.match(line):
+            item = len(pieces[-1])
+        pieces[-1].append(line)
+        used += cost(line)
+    return [piece for piece in pieces if any(x.strip() for x in piece)]
+
+
+def _text_lines(output: dict) -> int:
+    if output.get("output_type") == "stream":
+        return len("".join(output.get("text", "")).splitlines())
+    return len("".join(output.get("data", {}).get("text/plain", "")).splitlines())
+
+
+def _prose_lines(line: str) -> int:
+    return max(1, -(-len(line) // PROSE_WIDTH))
+
+
+def _lines(cell: nbformat.NotebookNode) -> int:
+    """About how many lines ``cell`` takes on a slide (its outputs included)."""
+    if cell.cell_type == "markdown":
+        return sum(_prose_lines(x) for x in cell.source.splitlines()) + 1
+    shown = (
+        0
+        if cell.metadata.get("transient", {}).get("remove_source")
+        else len(cell.source.splitlines())
+    )
+    return shown + sum(_text_lines(o) for o in cell.get("outputs", [])) + 1
+
+
+def paginate(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose slides each fit one screen: a code cell over ``CODE_LINES``
+    continues on new slides (cut at blank lines), text output over ``OUTPUT_LINES`` gets a
+    slide of its own, prose over ``PROSE_LINES`` (wrapped lines) continues on a new slide,
+    and a cell that would take a slide past ``SLIDE_LINES`` starts the next one."""
+    nb = copy.deepcopy(nb)
+    cells = []
+    for cell in nb.cells:
+        kind = cell.metadata.get("slideshow", {}).get("slide_type", "-")
+        if kind in ("skip", "notes") or cell.cell_type not in ("markdown", "code"):
+            cells.append(cell)
+            continue
+        if cell.cell_type == "markdown":
+            pieces = _chunks(cell.source.splitlines(), PROSE_LINES, _prose_lines)
+        else:
+            pieces = _chunks(cell.source.splitlines(), CODE_LINES, lambda x: 1)
+        pieces = pieces or [cell.source.splitlines()]
+        outputs = cell.get("outputs", [])
+        long_output = sum(_text_lines(o) for o in outputs) > OUTPUT_LINES
+        for i, piece in enumerate(pieces):
+            part = copy.deepcopy(cell)
+            part.source = "\n".join(piece).strip("\n")
+            part.id = cell.id if i == 0 else f"{cell.id}-{i}"[:64]  # ids stay unique
+            part.metadata["slideshow"] = {"slide_type": kind if i == 0 else "slide"}
+            if cell.cell_type == "code":
+                part.outputs = outputs if i == len(pieces) - 1 and not long_output else []
+            cells.append(part)
+        if long_output:  # the output alone, on the next slide
+            shown = copy.deepcopy(cell)
+            shown.metadata["slideshow"] = {"slide_type": "slide"}
+            shown.metadata["transient"] = {"remove_source": True}
+            shown.id = f"{cell.id}-output"[:64]
+            cells.append(shown)
+    used = 0
+    for cell in cells:
+        slideshow = cell.metadata.get("slideshow", {})
+        if slideshow.get("slide_type") in ("skip", "notes"):
+            continue
+        if slideshow.get("slide_type") in ("-", "fragment") and used + _lines(cell) > SLIDE_LINES:
+            slideshow["slide_type"] = "slide"
+        used = (used if slideshow.get("slide_type") in ("-", "fragment") else 0) + _lines(cell)
+    nb.cells = cells
+    return nb
+
+
 def render_deck(
     nb: nbformat.NotebookNode,
     *,
@@ -59,7 +168,7 @@ def render_deck(
     back_label: str,
 ) -> str:
     """The HTML of ``nb``'s deck; ``static`` is the site's static folder relative to it."""
-    nb = copy.deepcopy(nb)
+    nb = paginate(nb)
     nb.metadata["title"] = title
     exporter = _DeckExporter(
         template_name="deck",
@@ -82,4 +191,5 @@ def render_deck(
         }
     }
     body, _ = exporter.from_notebook_node(nb, resources=resources)
-    return body
+    # nbconvert's template appends " slides" to the title, which already says what it is.
+    return re.sub(r"<title>(.*?) slides</title>", r"<title>\1</title>", body, count=1)

@@ -18,6 +18,33 @@ from tools.contract import remove_old_kernel_hook
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
+# JupyterLab's defaults for a classroom (a user's own settings still win): no prompt about
+# Jupyter news on every start, neither news nor updates fetched, and → / ← in a RISE
+# slideshow step through slides and code cells, as in a deck (Lab binds them to "next / previous
+# heading" in a notebook, and RISE's slideshow is a notebook: it jumped from heading to
+# heading, showing no code). Lab's own notebooks keep the heading keys.
+DEFAULTS = Path(__file__).resolve().parent / "lab_settings" / "pytorch-blitz.json"
+
+
+def install_defaults() -> str | None:
+    """Put DEFAULTS where Lab and RISE's slideshow app read their defaults, in this
+    environment (``<app dir>/settings/overrides.d``; no other configuration folder holds
+    defaults that RISE's app reads). A line saying what changed, or None when nothing did."""
+    from jupyterlab.commands import get_app_dir
+
+    target = Path(get_app_dir()) / "settings" / "overrides.d" / DEFAULTS.name
+    wanted = DEFAULTS.read_bytes()
+    if target.is_file() and target.read_bytes() == wanted:
+        return None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(wanted)
+    except OSError as err:
+        return (
+            f"make lab: could not write {target} ({err.strerror}): Lab will ask about Jupyter "
+            "news, and → in a RISE slideshow jumps between headings"
+        )
+    return f"make lab: classroom defaults for JupyterLab written to {target}"
 
 
 def main() -> None:
@@ -34,6 +61,8 @@ def main() -> None:
             f"Stop that program or choose another port: {token}LAB_PORT={port + 1} make lab"
         )
     remove_old_kernel_hook()
+    if said := install_defaults():
+        print(said, flush=True)
     env = {name: value for name, value in os.environ.items() if name != "JUPYTER_TOKEN"}
     if token := os.environ.get("LAB_TOKEN", "").strip():
         env["JUPYTER_TOKEN"] = token
@@ -43,7 +72,8 @@ def main() -> None:
     # (bin/jupyter, Scripts\jupyter.exe) exist: its kernels then run this Python too.
     argv = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}"]
     argv += ["--ServerApp.port_retries=0", f"--ServerApp.root_dir={NOTEBOOKS_DIR}"]
-    # Classrooms are often offline, and nothing should leave the machine anyway.
+    # Classrooms are often offline, and nothing should leave the machine anyway (the news
+    # prompt itself comes from Lab's announcements plugin, which only DEFAULTS silences).
     argv += ["--LabApp.news_url=None", f"--LabApp.check_for_updates_class={NEVER_CHECK}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         argv.append("--allow-root")  # Jupyter refuses to run as root without it

@@ -4,9 +4,10 @@ RISE in JupyterLab ("Render as slideshow") and nbconvert's reveal.js decks (``ma
 read each cell's ``metadata.slideshow.slide_type``. This tool writes it by one rule, so no
 one sets it by hand:
 
-- a core markdown cell with a ``#`` or ``##`` heading opens a **slide** (one per section);
-- a ``###`` heading, or prose after the slide already showed code, opens a **subslide**
-  (reveal.js stacks them below the section's slide), other prose stays on the slide (``-``);
+- a core markdown cell with a heading, or prose after the slide already showed code, opens a
+  **slide**; other prose stays on the slide (``-``). There are no subslides: reveal.js stacks
+  them vertically, and → then jumps over them to the next stack (RISE in JupyterLab does not
+  pass reveal's ``navigationMode`` on), so a teacher pressing → would never show them;
 - a core code cell is a **fragment**: it appears on the next key press, after the prose it
   builds on;
 - deep dives, exercises and solutions (cell tags, see ``tools/lesson_size.py``) are skipped.
@@ -29,15 +30,15 @@ import nbformat
 
 from tools.lesson_size import NOTEBOOKS, part_of
 
-SLIDE, SUBSLIDE, FRAGMENT, SKIP, CONTINUE = "slide", "subslide", "fragment", "skip", "-"
+SLIDE, FRAGMENT, SKIP, CONTINUE = "slide", "fragment", "skip", "-"
 _HEADING = re.compile(r"^(#{1,6})\s")
-RISE = {"theme": "white", "scroll": True}  # notebook metadata read by RISE (jupyterlab-rise)
+RISE = {"theme": "white", "scroll": True, "auto_select": "none"}  # notebook metadata read by RISE
 
 
 def slide_types(nb: nbformat.NotebookNode) -> list[str]:
     """The slide type of each cell of ``nb``, by the rule in this module's docstring."""
     types = []
-    code_shown = False  # whether the current (sub)slide already holds a code cell
+    code_shown = False  # whether the current slide already holds a code cell
     for cell in nb.cells:
         if part_of(cell) != "core" or cell.cell_type not in ("markdown", "code"):
             types.append(SKIP)
@@ -45,13 +46,7 @@ def slide_types(nb: nbformat.NotebookNode) -> list[str]:
             types.append(FRAGMENT)
             code_shown = True
         else:
-            heading = _HEADING.match(cell.source)
-            if heading and len(heading.group(1)) <= 2:
-                kind = SLIDE
-            elif heading or code_shown:
-                kind = SUBSLIDE
-            else:
-                kind = CONTINUE
+            kind = SLIDE if _HEADING.match(cell.source) or code_shown else CONTINUE
             types.append(kind)
             code_shown = code_shown and kind == CONTINUE
     if types and types[0] != SKIP:
