@@ -4,13 +4,17 @@ The browser is the system one (``apt-get install chromium``): Playwright's own b
 download cannot work on the project's machines. Without it the browser tests skip, unless
 ``BLITZ_REQUIRE_BROWSER=1`` (set by ``.ci/run``) turns a missing browser into a failure.
 tests/conftest.py's ``browser`` fixture opens one with :func:`launch_chromium` per session.
+
+:func:`axe_violations` runs axe-core (the copy that the pinned ``axe-playwright-python`` wheel
+bundles, so no network) on an open page: the WCAG 2.1 A/AA check the site's and the decks'
+accessibility tests share.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM_ENV = "BLITZ_CHROMIUM"
 REQUIRE_ENV = "BLITZ_REQUIRE_BROWSER"
@@ -73,3 +77,58 @@ def launch_chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+# The rules of WCAG 2.0 and 2.1, levels A and AA (axe-core's tags): what "WCAG 2.1 AA" means.
+AXE_WCAG_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa")
+
+
+def axe_source() -> str:
+    """axe.min.js as shipped in the ``axe-playwright-python`` wheel (requirements.txt pins it).
+
+    Only the script is used, injected by :func:`axe_violations`: the wheel's own runner
+    reports every impact and cannot choose the rules by tag.
+    """
+    try:
+        from axe_playwright_python.base import AXE_FILE_PATH
+    except ImportError:
+        unavailable("the `axe-playwright-python` package is not installed (see requirements.txt)")
+    return Path(AXE_FILE_PATH).read_text(encoding="utf-8")
+
+
+def axe_violations(
+    page: Page,
+    *,
+    impacts: Iterable[str] = ("critical", "serious"),
+    tags: Iterable[str] = AXE_WCAG_TAGS,
+    context: str | None = None,
+) -> list[str]:
+    """axe-core's violations of ``tags`` on ``page`` (as it is now), one line each, for
+    the ``impacts`` asked for (axe's: critical, serious, moderate, minor).
+
+    A line reads ``rule-id (impact): N nodes, first <css target>: <what the rule wants>``, so
+    a failing test names what to fix and where. ``context`` is a CSS selector that limits
+    the check to part of the page (e.g. one slide); the whole document otherwise. axe checks
+    what is rendered: hidden elements (a folded solution, a slide not shown) are skipped,
+    so open what must be checked first.
+    """
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        # Evaluated rather than added as a <script> element: the page's DOM stays as the site
+        # wrote it (tests/test_site.py reports any script the site did not write).
+        page.evaluate(axe_source())
+    options = {
+        "runOnly": {"type": "tag", "values": list(tags)},
+        "resultTypes": ["violations"],
+    }
+    found = page.evaluate(
+        "([context, options]) => axe.run(context || document, options)"
+        ".then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        " nodes: v.nodes.length, first: v.nodes.length ? v.nodes[0].target.join(' ') : ''})))",
+        [context, options],
+    )
+    wanted = set(impacts)
+    return [
+        f"{v['id']} ({v['impact']}): {v['nodes']} nodes, first {v['first']}: {v['help']}"
+        for v in found
+        if v["impact"] in wanted
+    ]

@@ -82,7 +82,7 @@ def _lesson(path: Path, lang: str) -> nbformat.NotebookNode:
                 "A lesson that exists only inside this test.",
                 "none.",
                 "any CPU.",
-                "about 1 s on the 2-core CPU",
+                "about 1 s on the 2-core CPU (measured with nbval)",
                 "core path about 5 min; deep dives about 2 min; exercises about 1 min",
             ),
         ),
@@ -93,7 +93,7 @@ def _lesson(path: Path, lang: str) -> nbformat.NotebookNode:
                 "只在这个测试里存在的一课。",
                 "无。",
                 "任何 CPU 都可以。",
-                "在 2 核 CPU 上约 1 秒",
+                "在 2 核 CPU 上约 1 秒（用 nbval 测得）；另有说明",
                 "核心路径约 5 分钟；深入部分约 2 分钟；练习约 1 分钟",
             ),
         ),
@@ -648,3 +648,222 @@ def test_search_finds_a_section(browser, site: Path, served_site: str) -> None:
     finally:
         page.close()
     assert f"{NOTEBOOKS[0].stem}.html#{anchor}" in hits, f"searching {text!r} gave {hits}"
+
+
+# --- seams a teacher walked into (issue 26) -------------------------------------------------
+
+UI = json.loads((ROOT / "tools" / "site_templates" / "strings.json").read_text("utf-8"))
+# The first cell's run-time line: "**Run time**: ..." (CONTRIBUTING.md), zh "**运行时间：** ...".
+RUN_TIME_LINE = re.compile(r"^\*\*\s*(?:Run time|运行时间)\s*[:：]?\s*\*\*\s*[:：]?\s*(.+)$", re.M)
+
+
+def _search_index(site: Path, lang: str) -> list[dict[str, str]]:
+    name = "search-index.js" if lang == "en" else f"search-index-{lang}.js"
+    text = (site / "_static" / name).read_text(encoding="utf-8")
+    return json.loads(text.removeprefix("window.BLITZ_SEARCH_INDEX = ").rstrip().rstrip(";"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_solution_is_folded_whole(browser, site: Path, lang: str) -> None:
+    """Under a solution's heading, nothing but the button shows until it is pressed: the
+    explanation (which states the answer) folds with the code; pressed, both show."""
+    problems, folded, explained = [], 0, 0
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        for path in NOTEBOOKS:
+            page = context.new_page()
+            page.goto(f"{site.as_uri()}/{LANGS[lang][0]}{path.stem}.html")
+            cells = page.locator(".jp-Cell:has(.jp-MarkdownOutput.celltag_solution h3)")
+            for i in range(cells.count()):
+                cell = cells.nth(i)
+                heading = cell.locator("h3").inner_text().strip()
+                button = cell.locator(".blitz-solution-toggle")
+                shown = " ".join(cell.inner_text().split())
+                expected = " ".join(f"{heading} {UI[lang]['show_solution']}".split())
+                if button.count() != 1 or shown != expected:
+                    problems.append(f"{lang}/{path.stem} {heading!r}: shows {shown[:120]!r}")
+                    continue
+                code = cell.locator("xpath=following-sibling::div[contains(@class, 'jp-Cell')][1]")
+                button.click()
+                opened = " ".join(cell.inner_text().split())
+                if not code.is_visible():
+                    problems.append(f"{lang}/{path.stem} {heading!r}: the button shows no code")
+                explained += opened != " ".join(f"{heading} {UI[lang]['hide_solution']}".split())
+                folded += 1
+            page.close()
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
+    assert folded >= len(NOTEBOOKS), f"only {folded} folded solutions found"
+    assert explained, "no solution has an explanation: the check of its fold checked nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_search_hit_in_a_deep_dive_turns_core_only_off(
+    browser, site: Path, served_site: str, lang: str
+) -> None:
+    """The search labels hits in a deep dive or an exercise (the parts "Core path only"
+    hides), and following one with the switch on turns it off, says so and shows the part.
+    Every entry's label agrees with the page it points into."""
+    entries = _search_index(site, lang)
+    folder, words = LANGS[lang][0], UI[lang]
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        wrong = []
+        for path in NOTEBOOKS:
+            page.goto(f"{served_site}{folder}{path.stem}.html")
+            anchors = [e for e in entries if e["page"] == f"{path.stem}.html" and e["anchor"]]
+            parts = page.evaluate(
+                """anchors => anchors.map(id => {
+                     const cell = document.getElementById(id).closest('.jp-Cell');
+                     return cell.classList.contains('blitz-optional') ? 'deep_dive'
+                       : cell.classList.contains('blitz-exercise') ? 'exercise' : ''; })""",
+                [e["anchor"] for e in anchors],
+            )
+            for entry, part in zip(anchors, parts, strict=True):
+                if entry["part"] != part:
+                    wrong.append(
+                        f"{path.stem}#{entry['anchor']}: {entry['part']!r}, page: {part!r}"
+                    )
+        assert not wrong, "\n".join(wrong)
+
+        dive = next(e for e in entries if e["part"] == "deep_dive" and e["anchor"])
+        page.goto(f"{served_site}{folder}{dive['page']}")
+        page.check("#blitz-core-only")  # remembered for the site (localStorage)
+        page.goto(f"{served_site}{folder}index.html")
+        page.fill("#blitz-search-input", dive["section"])
+        hit = page.locator(
+            f"#blitz-search-results li:has(a[href='{dive['page']}#{dive['anchor']}'])"
+        )
+        assert hit.locator(".blitz-search-part").inner_text() == words["search_deep_dive"]
+        hit.locator("a").click()
+        page.wait_for_load_state("load")
+        target = page.locator(f"[id='{dive['anchor']}']")
+        assert target.is_visible(), f"{dive['section']!r} is still hidden by the switch"
+        assert not page.is_checked("#blitz-core-only"), "the switch is still on"
+        assert page.inner_text("#blitz-core-notice") == words["core_only_off"]
+        # On screen, and below the sticky header (which the notice made taller).
+        top, header, height = target.evaluate(
+            "e => [e.getBoundingClientRect().top,"
+            " document.querySelector('.blitz-header').getBoundingClientRect().bottom, innerHeight]"
+        )
+        assert header <= top < height, f"the heading is at {top}px, the header ends at {header}px"
+
+        # A link inside the page (the contents, the prose) into a hidden part does the same.
+        page.check("#blitz-core-only")
+        assert not target.is_visible() and page.inner_text("#blitz-core-notice") == ""
+        page.evaluate("location.hash = ''")
+        page.evaluate(f"location.hash = {json.dumps(dive['anchor'])}")
+        page.wait_for_function("!document.getElementById('blitz-core-only').checked")
+        assert target.is_visible()
+    finally:
+        context.close()
+
+
+# The site's own words around the lessons: header, navigation, pager, footer, the index.
+SITE_TEXT = ".blitz-header, .blitz-sidebar, .blitz-pager, .blitz-footer, .blitz-index"
+# A word written twice in a row ("download Download all lessons"), in either language
+# (Chinese has no spaces: a word repeated straight after itself).
+DOUBLED = re.compile(r"\b(\w+)\s+\1\b|([\u3400-\u9fff]{2,})\2", re.I)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_sites_own_words_read_once(browser, site: Path, lang: str) -> None:
+    """No word is doubled in what the site itself says on any page (the lesson pages' download
+    note once ended "to run it, download" before the link "Download all lessons")."""
+    doubled = []
+    page = browser.new_page()
+    try:
+        for stem in ["index"] + [p.stem for p in NOTEBOOKS]:
+            page.goto(f"{site.as_uri()}/{LANGS[lang][0]}{stem}.html")
+            for text in page.eval_on_selector_all(SITE_TEXT, "es => es.map(e => e.innerText)"):
+                # Line by line: a heading followed by a sentence that starts with the same
+                # word ("Tensors" / "Tensors are ...") is two blocks, not a doubled word.
+                for line in text.splitlines():
+                    doubled += [f"{stem}: {line.strip()}" for _ in DOUBLED.finditer(line)]
+    finally:
+        page.close()
+    assert not doubled, "\n".join(doubled)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_index_shows_each_run_time_as_the_header_says(browser, site: Path, lang: str) -> None:
+    """The notebook's own header is the one source of its run time: the index shows the whole
+    line (04's once lost its subset times), in each language."""
+    page = browser.new_page()
+    try:
+        page.goto(f"{site.as_uri()}/{LANGS[lang][0]}index.html")
+        shown = page.eval_on_selector_all(
+            ".blitz-card",
+            """(cards, label) => cards.map(card => [...card.querySelectorAll('.blitz-facts div')]
+                 .find(d => d.querySelector('dt').innerText.trim() === label)
+                 .querySelector('dd').innerText)""",
+            UI[lang]["run_time"],
+        )
+    finally:
+        page.close()
+    expected = []
+    for path in NOTEBOOKS:
+        line = RUN_TIME_LINE.search(_lesson(path, lang).cells[0].source)
+        assert line, f"{lang}/{path.name}: no run-time line in the first cell"
+        expected.append(" ".join(re.sub(r"[`*_]", "", line.group(1)).split()).rstrip(".。"))
+    assert [" ".join(s.split()) for s in shown] == expected
+
+
+def test_the_readme_repeats_no_run_time_and_its_learner_times_are_measured() -> None:
+    """README.md keeps no copy of the run times (the headers have them, the index shows
+    them) and its learner-time column is what tools/lesson_size.py measures (its ``write``
+    keeps the table current, ``check`` fails on a stale one)."""
+    from tools import lesson_size
+
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    header = next(line for line in lines if line.startswith("| # | notebook |"))
+    assert "run time" not in header.lower(), header
+    found = lesson_size.readme_problems(NOTEBOOKS)
+    assert not found, "\n".join(found + ["Fix: python -m tools.lesson_size write"])
+
+
+def test_lesson_size_writes_the_readmes_learner_times(tmp_path: Path) -> None:
+    """The README's rows get each lesson's minutes (core / deep dives / exercises) and the
+    total row the minutes of all lessons' words and lines together."""
+    from tools import lesson_size
+
+    def lesson(number: str, core: int, dive: int, exercise: int) -> Path:
+        tagged = [("", core), ("optional", dive), ("exercise", exercise)]
+        nb = new_notebook(
+            cells=[
+                new_markdown_cell("word " * words, metadata={"tags": [tag] if tag else []})
+                for tag, words in tagged
+            ]
+        )
+        path = tmp_path / f"{number}_x.ipynb"
+        nbformat.write(nb, path)
+        return path
+
+    # 200 words a minute: 2 / 5 / 1 min and 3 / 1 / 1 min; together 1000 / 1200 / 400 words.
+    paths = [lesson("07", 400, 1000, 200), lesson("08", 600, 200, 200)]
+    readme = tmp_path / "README.md"
+    stale = (
+        "| # | notebook | topic | learner time |\n|---|---|---|---|\n"
+        "| 07 | x | a, b | 9 / 9 / 9 min |\n| 08 | y | c | 1 / 1 / 1 min |\n"
+        "| | all two | | **9** / 9 / 9 min |\n"
+    )
+    readme.write_text(stale)
+    assert lesson_size.readme_problems(paths, readme) == [
+        "README.md: the lesson table's learner times are stale"
+    ]
+    fresh = lesson_size.readme_with_times(stale, paths)
+    assert fresh.splitlines()[2:] == [
+        "| 07 | x | a, b | 2 / 5 / 1 min |",
+        "| 08 | y | c | 3 / 1 / 1 min |",
+        "| | all two | | **5** / 6 / 2 min |",
+    ]
+    readme.write_text(fresh)
+    assert lesson_size.readme_problems(paths, readme) == []
+    readme.write_text(fresh.replace("| 08 | y | c | 3 / 1 / 1 min |\n", ""))
+    assert "one row per notebook" in lesson_size.readme_problems(paths, readme)[0]

@@ -4,6 +4,7 @@ the site (tools/decks.py) and the downloadable archive (tools/archive.py)."""
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -182,8 +183,8 @@ _CODE_SHOWN = """(() => {
 # What a projector would not show of the present slide: an element of it (text, code, output,
 # figure) that ends outside the slide area (the scaled `.slides` box, within the window), a
 # box that clips what it holds (scrolled or cut code lines; text clipped on purpose for screen
-# readers aside), the way back to the lesson lying over the slide area; and the scale the
-# deck's script gave the slide (1 when it fit as it is).
+# readers aside), the way back to the lesson or the line of keys over the slide area; and the
+# scale the deck's script gave the slide (1 when it fit as it is).
 _SLIDE_PROBLEMS = """(() => {
   const box = document.querySelector('.reveal .slides').getBoundingClientRect();
   const area = {left: Math.max(box.left, 0), top: Math.max(box.top, 0),
@@ -207,19 +208,37 @@ _SLIDE_PROBLEMS = """(() => {
         `in ${el.clientWidth}×${el.clientHeight})`);
     }
   }
-  const back = document.querySelector('.blitz-deck-back');
-  const b = back ? back.getBoundingClientRect() : null;
-  if (!b) problems.push('no way back to the lesson');
-  else if (b.bottom > area.top && b.top < area.bottom && b.right > area.left && b.left < area.right)
-    problems.push('the way back to the lesson lies over the slide');
+  for (const [selector, what] of [['.blitz-deck-back', 'the way back to the lesson'],
+                                  ['.blitz-deck-keys', 'the line of keys']]) {
+    const el = document.querySelector(selector), b = el ? el.getBoundingClientRect() : null;
+    if (!b || !b.width) problems.push(`no ${what}`);
+    else if (b.bottom > area.top && b.top < area.bottom && b.right > area.left &&
+             b.left < area.right) problems.push(`${what} lies over the slide`);
+  }
   const fit = slide.querySelector(':scope > .blitz-fit');
   return {problems, scale: fit && fit.dataset.scale ? Number(fit.dataset.scale) : 1};
 })()"""
 
 # Below this the deck's script would be shrinking a slide to fit it: tools/decks.py paginates
-# so that it never has to go further (measured: 0.94 was the smallest, on 04 and 05).
+# so that it never has to go further (measured: 0.908 was the smallest, on 04).
 MIN_SCALE = 0.85
 PROJECTORS = {"1280x720": (1280, 720), "1024x768": (1024, 768)}
+
+
+def _every_slide(page, site: Path, lang: str) -> Iterator[str]:
+    """Show every slide of every deck of ``lang`` in ``page`` in turn, all its fragments in
+    view and its math typeset; yields where it is (``zh/01_tensors.slides.html slide 3``)."""
+    for path in NOTEBOOKS:
+        deck = site / DECK_LANGS[lang] / f"{path.stem}.slides.html"
+        page.goto(deck.as_uri())
+        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+        page.wait_for_function("window.MathJax && MathJax.isReady", timeout=60_000)
+        for i in range(page.evaluate("Reveal.getTotalSlides()")):
+            page.evaluate(f"Reveal.slide({i}, 0, Number.MAX_VALUE)")  # all fragments
+            # MathJax typesets a slide when it is shown, then the deck refits it
+            page.evaluate("new Promise(r => MathJax.Hub.Queue(() => requestAnimationFrame(r)))")
+            page.wait_for_timeout(250)  # the last fragment fades in over 0.2 s (reveal.css)
+            yield f"{lang}/{deck.name} slide {i + 1}"
 
 
 @pytest.mark.slow
@@ -235,23 +254,15 @@ def test_every_slide_fits_a_projector(browser, site: Path, lang: str, size: str)
     problems, views, scaled = [], 0, []
     try:
         page = context.new_page()
-        for path in NOTEBOOKS:
-            deck = site / DECK_LANGS[lang] / f"{path.stem}.slides.html"
-            page.goto(deck.as_uri())
-            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
-            page.wait_for_function("window.MathJax && MathJax.isReady", timeout=60_000)
-            for i in range(page.evaluate("Reveal.getTotalSlides()")):
-                page.evaluate(f"Reveal.slide({i}, 0, Number.MAX_VALUE)")  # all fragments
-                # MathJax typesets a slide when it is shown, then the deck refits it
-                page.evaluate("new Promise(r => MathJax.Hub.Queue(() => requestAnimationFrame(r)))")
-                found = page.evaluate(_SLIDE_PROBLEMS)
-                views += 1
-                where = f"{lang}/{deck.name} slide {i + 1} at {size}"
-                problems += [f"{where}: {p}" for p in found["problems"]]
-                if found["scale"] < 1:
-                    scaled.append(found["scale"])
-                if found["scale"] < MIN_SCALE:
-                    problems.append(f"{where}: shrunk to {found['scale']} to fit")
+        for where in _every_slide(page, site, lang):
+            found = page.evaluate(_SLIDE_PROBLEMS)
+            views += 1
+            where += f" at {size}"
+            problems += [f"{where}: {p}" for p in found["problems"]]
+            if found["scale"] < 1:
+                scaled.append(found["scale"])
+            if found["scale"] < MIN_SCALE:
+                problems.append(f"{where}: shrunk to {found['scale']} to fit")
         # the check can fail: a code line that cannot wrap, a block below the slide
         page.evaluate("""Reveal.getCurrentSlide().insertAdjacentHTML('beforeend',
             '<pre style="white-space: pre; overflow: auto">' + 'x'.repeat(400) + '</pre>' +
@@ -263,6 +274,34 @@ def test_every_slide_fits_a_projector(browser, site: Path, lang: str, size: str)
         context.close()
     smallest = min(scaled, default=1)
     print(f"{lang} at {size}: {views} slides, {len(scaled)} scaled (smallest {smallest})")
+    assert views > 5 * 10 and not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", DECK_LANGS)
+def test_every_deck_meets_wcag_aa(browser, site: Path, lang: str) -> None:
+    """Every slide of every deck, each fragment shown, has no critical or serious violation
+    of axe-core's WCAG 2.0/2.1 A and AA rules (tests/browser.py), and every figure on it says
+    what it shows (the lesson pages' alt text, tools/accessibility.py)."""
+    from tests.browser import axe_violations
+    from tools.accessibility import NBCONVERT_ALT
+
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    problems, views = [], 0
+    try:
+        page = context.new_page()
+        for where in _every_slide(page, site, lang):
+            views += 1
+            problems += [f"{where}: {v}" for v in axe_violations(page)]
+            alts = page.evaluate(
+                "[...Reveal.getCurrentSlide().querySelectorAll('img')].map(i => i.alt)"
+            )
+            problems += [f"{where}: a figure without alt text" for a in alts if not a]
+            problems += [
+                f"{where}: nbconvert's placeholder alt" for a in alts if a == NBCONVERT_ALT
+            ]
+    finally:
+        context.close()
     assert views > 5 * 10 and not problems, "\n".join(problems)
 
 

@@ -1,11 +1,12 @@
 """The Chinese notebooks (notebooks/zh) are never stale: tools/i18n.py's checks, enforced.
 
-The Chinese notebooks get no nbval run of their own, on purpose: their code cells, stored
-outputs and metadata are checked here to be exactly the English notebooks' (which nbval
-re-executes and compares), so a second run would execute the same code against the same
-outputs. What can differ, the markdown, is checked to be translated from the current
-English text. nbval is kept away from notebooks/zh (pyproject.toml, norecursedirs; checked in
-tests/test_notebooks_guard.py).
+The Chinese notebooks get no nbval run of their own, on purpose: their code (with the
+comments taken out), stored outputs and metadata are checked here to be exactly the English
+notebooks' (which nbval re-executes and compares), so a second run would execute the same
+code against the same outputs. What can differ, the markdown and the code comments, is
+checked to be translated from the current English text (tests/test_i18n_comments.py tests
+the comments' mechanism). nbval is kept away from notebooks/zh (pyproject.toml,
+norecursedirs; checked in tests/test_notebooks_guard.py).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ FIX = "translate with `python tools/i18n.py todo {stem}` + `import` (translation
 
 
 @pytest.mark.parametrize("english", NOTEBOOKS, ids=IDS)
-def test_every_markdown_cell_has_a_current_translation(english: Path) -> None:
+def test_every_markdown_cell_and_code_comment_has_a_current_translation(english: Path) -> None:
     nb = nbformat.read(english, as_version=4)
     state = i18n.status(nb, i18n.Catalog.load(english))
+    assert state.code_cells, f"{english.name}: no code cell with comments to translate"
     assert not state.missing, (
-        f"{english.name}: {len(state.missing)} markdown cells have no Chinese translation "
+        f"{english.name}: {len(state.missing)} cells have no Chinese translation "
         f"({' '.join(state.missing)}): " + FIX.format(stem=english.stem)
     )
     assert not state.stale, (
@@ -41,7 +43,7 @@ def test_every_markdown_cell_has_a_current_translation(english: Path) -> None:
         "were translated: " + FIX.format(stem=english.stem)
     )
     assert not state.damaged, (
-        f"{english.name}: translations lost code, math or links: {state.damaged}"
+        f"{english.name}: translations lost or changed code, math or links: {state.damaged}"
     )
     assert not state.orphans, (
         f"{english.name}: catalog entries for cells that no longer exist: {state.orphans} "
@@ -57,6 +59,14 @@ def test_chinese_notebook_has_the_english_code_and_outputs(english: Path) -> Non
     zh = nbformat.read(chinese, as_version=4)
     found = i18n.differences(en, zh)
     assert not found, f"{chinese} differs from {english} ({found[:5]}): run `make translations`"
+    # Outputs byte for byte, as stored: nbval checks the English ones only.
+    en_raw, zh_raw = (
+        json.loads(p.read_text(encoding="utf-8"))["cells"] for p in (english, chinese)
+    )
+    for en_cell, zh_cell in zip(en_raw, zh_raw, strict=True):
+        assert json.dumps(en_cell.get("outputs")) == json.dumps(zh_cell.get("outputs")), (
+            f"{chinese}: cell {en_cell.get('id')}: outputs differ from the English notebook"
+        )
     expected = i18n.notebook_text(i18n.translate(en, i18n.Catalog.load(english)))
     assert chinese.read_text(encoding="utf-8") == expected, (
         f"{chinese} is not what `make translations` writes now (edited by hand, or the English "
@@ -171,7 +181,7 @@ def test_an_untranslated_or_unknown_cell_is_refused(tmp_path: Path) -> None:
     nb = nbformat.read(english, as_version=4)
     with pytest.raises(i18n.I18nError, match="head: the text is the English text"):
         i18n.record(english, {"head": nb.cells[0].source}, "zh", tmp_path, allow_identical=False)
-    with pytest.raises(i18n.I18nError, match="code: is not a markdown cell"):
+    with pytest.raises(i18n.I18nError, match=r"code: is a code cell without comments"):
         i18n.record(english, {"code": "打印"}, "zh", tmp_path, allow_identical=False)
     with pytest.raises(i18n.I18nError, match="nope: no cell"):
         i18n.record(english, {"nope": "不存在"}, "zh", tmp_path, allow_identical=False)
@@ -347,9 +357,8 @@ def test_the_glossary_terms_are_used_as_settled(english: Path) -> None:
     terms = i18n.load_terms(ROOT / "translations" / "zh" / "glossary.md")
     assert len(terms) >= 10, "the glossary's 统一写法 table went missing"
     nb = nbformat.read(english, as_version=4)
-    catalog = i18n.Catalog.load(english)
-    cells = {c.id: catalog.entries[c.id].text for c in nb.cells if c.id in catalog.entries}
-    found = i18n.term_problems(cells, terms)
+    # The markdown and the code cells' comments, in the lesson's order (not the code).
+    found = i18n.term_problems(i18n.lesson_prose(nb, i18n.Catalog.load(english)), terms)
     assert not found, f"{english.name}: " + "\n".join(found[:10])
 
 

@@ -13,7 +13,9 @@ Every lesson page is rendered by nbconvert with the template in ``tools/site_tem
 (JupyterLab's look plus navigation). The site never loads anything from another host:
 MathJax 2 is copied from the ``jupyter-server-mathjax`` wheel into ``_static/mathjax``,
 images are embedded as data URIs, require.js / widget / mermaid CDN scripts are dropped and
-saved widget state (tqdm bars) is rendered as static HTML. The index lists each lesson's
+saved widget state (tqdm bars) is rendered as static HTML; code and outputs get keyboard
+access and names, figures alt text (tools/accessibility.py), and ``code-colours.css`` gives
+code and prompts WCAG AA contrast (tests/test_accessibility.py). The index lists each lesson's
 title, summary, run time and hardware, read from the notebook's first markdown cell
 (the convention in CONTRIBUTING.md).
 
@@ -47,11 +49,13 @@ from traitlets import validate
 
 try:
     from tools import archive, decks, i18n, lesson_size
+    from tools.accessibility import make_accessible
 except ModuleNotFoundError:  # run as a script (make html): tools/ itself is on sys.path
     import archive
     import decks
     import i18n
     import lesson_size
+    from accessibility import make_accessible
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
@@ -149,9 +153,10 @@ class Lesson:
 
     @property
     def run_time(self) -> str:
-        """The run time's first clause, without remarks in brackets (the page has it all)."""
-        text = re.split("[;；]", _first_sentence(self.fields["Run time"]))[0]
-        return re.sub(r"\s*[(（][^()（）]*[)）]", "", text).strip().rstrip(".。")
+        """The header's whole run-time line, without its final stop. All of it: the header is
+        the one source (README points at it), and a shortened copy on the index read as a
+        different number (04's subset times were cut off)."""
+        return self.fields["Run time"].strip().rstrip(".。")
 
     @property
     def learner_time(self) -> str:
@@ -310,18 +315,40 @@ def render_widgets_statically(nb: nbformat.NotebookNode) -> int:
 # --- table of contents and search --------------------------------------------------------
 
 
+# Which part of a lesson a cell belongs to, by its tag (CONTRIBUTING.md, "The core path and
+# the deep dives"): site.js hides both parts for "Core path only", and the search says so.
+PART_OF_TAG = {
+    "celltag_optional": "deep_dive",
+    "celltag_exercise": "exercise",
+    "celltag_solution": "exercise",
+}
+
+
+def _part(classes: list[str]) -> str:
+    """The part ("deep_dive", "exercise", or "" for the core path) of a cell's classes."""
+    return next((PART_OF_TAG[c] for c in classes if c in PART_OF_TAG), "")
+
+
 class _Headings(HTMLParser):
-    """Collect (level, id, text) of h1-h3 and the text of every section for the search."""
+    """Collect (level, id, text) of h1-h3, the part of the lesson each heading is in, and the
+    text of every section for the search."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.headings: list[tuple[int, str, str]] = []
+        self.parts: list[str] = []
         self.sections: list[list[str]] = [[]]
         self._in_heading: tuple[int, str] | None = None
         self._text: list[str] = []
         self._skip = 0
+        self._part = ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        # nbconvert writes a cell's tags as classes: on the cell of a code cell, on the
+        # rendered markdown of a markdown cell; every cell starts a new part.
+        if tag == "div" and ("jp-Cell" in classes or "jp-MarkdownOutput" in classes):
+            self._part = _part(classes)
         if tag in {"script", "style"}:
             self._skip += 1
         elif tag in {"h1", "h2", "h3"}:
@@ -337,6 +364,7 @@ class _Headings(HTMLParser):
             level, anchor = self._in_heading
             text = " ".join("".join(self._text).split())
             self.headings.append((level, anchor, text))
+            self.parts.append(self._part)
             self.sections.append([])
             self._in_heading = None
 
@@ -376,8 +404,11 @@ def _toc_html(headings: list[tuple[int, str, str]], empty: str) -> str:
 
 
 def _search_entries(lesson: Lesson, parser: _Headings) -> list[dict[str, str]]:
+    """One entry per heading; ``part`` says whether the section is a deep dive or an exercise,
+    so that the results can say so before a click (the switch hides those parts)."""
     entries = []
-    for (level, anchor, text), words in zip(parser.headings, parser.sections[1:], strict=True):
+    sections = zip(parser.headings, parser.parts, parser.sections[1:], strict=True)
+    for (level, anchor, text), part, words in sections:
         body = " ".join(" ".join(words).split())
         entries.append(
             {
@@ -385,6 +416,7 @@ def _search_entries(lesson: Lesson, parser: _Headings) -> list[dict[str, str]]:
                 "lesson": lesson.title,
                 "section": text if level > 1 else lesson.title,
                 "anchor": anchor if level > 1 else "",
+                "part": part,
                 "text": body[:4000],
             }
         )
@@ -543,7 +575,8 @@ def build_site(
         ui = json.loads((TEMPLATES / "strings.json").read_text(encoding="utf-8"))
         for lang in languages:
             # Translated pages: the (possibly re-executed) English notebooks with the catalog's
-            # markdown, so both languages always show the same code and outputs.
+            # markdown and code comments, so both languages always show the same code and
+            # outputs.
             pages = [nb for _, nb in notebooks]
             if lang.code in catalogs:
                 pages = [
@@ -638,7 +671,7 @@ def _render_language(
             static=static,
             mathjax_url=mathjax_url,
             lesson_page=lesson.html_name,
-            back_label=words["back_to_lesson"],
+            words=words,
         )
         (out_dir / lesson.deck_name).write_text(deck, encoding="utf-8")
         nb = mark_deep_dives(nb, dives[i], words["deep_dive_badge"])
@@ -659,6 +692,7 @@ def _render_language(
             }
         }
         body, _ = exporter.from_notebook_node(nb, resources=resources)
+        body = make_accessible(body, nb, words)
         parser = _Headings()
         parser.feed(body)
         body = body.replace(TOC_MARKER, _toc_html(parser.headings, words["toc_empty"]), 1)

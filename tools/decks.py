@@ -20,12 +20,18 @@ from __future__ import annotations
 import copy
 import re
 import shutil
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 from nbconvert import SlidesExporter
 from traitlets import validate
+
+try:
+    from tools.accessibility import make_accessible
+except ModuleNotFoundError:  # imported by tools/build_site.py run as a script (make html)
+    from accessibility import make_accessible
 
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
 REVEAL_VERSION = "6.0.2"
@@ -34,8 +40,8 @@ REVEAL_VERSION = "6.0.2"
 CODE_LINES = 20
 OUTPUT_LINES = 10
 PROSE_LINES = 20
-SLIDE_LINES = 24  # a slide's prose, code and output together; the next cell starts a slide
-PROSE_WIDTH = 85  # characters per rendered line of prose, for counting wrapped lines
+SLIDE_LINES = 27  # a slide's prose, code and output together; the next cell starts a slide
+PROSE_WIDTH = 85  # Latin characters per rendered line of prose, for counting wrapped lines
 REVEAL = TEMPLATES / "vendor" / "reveal.js"
 SUFFIX = ".slides.html"
 
@@ -97,7 +103,9 @@ def _text_lines(output: dict) -> int:
 
 
 def _prose_lines(line: str) -> int:
-    return max(1, -(-len(line) // PROSE_WIDTH))
+    """Rendered lines of one line of markdown: a Chinese character is as wide as two Latin."""
+    width = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
+    return max(1, -(-width // PROSE_WIDTH))
 
 
 def _lines(cell: nbformat.NotebookNode) -> int:
@@ -165,9 +173,11 @@ def render_deck(
     static: str,
     mathjax_url: str,
     lesson_page: str,
-    back_label: str,
+    words: dict[str, str],
 ) -> str:
-    """The HTML of ``nb``'s deck; ``static`` is the site's static folder relative to it."""
+    """The HTML of ``nb``'s deck; ``static`` is the site's static folder relative to it,
+    ``words`` the deck language's interface words (site_templates/strings.json). Code and
+    outputs are named and figures described as on the lesson pages (tools/accessibility.py)."""
     nb = paginate(nb)
     nb.metadata["title"] = title
     exporter = _DeckExporter(
@@ -187,9 +197,11 @@ def render_deck(
             "reveal": f"{static}/reveal.js",
             "mathjax_url": mathjax_url,
             "lesson_page": lesson_page,
-            "back_label": back_label,
+            "back_label": words["back_to_lesson"],
+            "keys_label": words["deck_keys"],
         }
     }
     body, _ = exporter.from_notebook_node(nb, resources=resources)
+    body = make_accessible(body, nb, words)
     # nbconvert's template appends " slides" to the title, which already says what it is.
     return re.sub(r"<title>(.*?) slides</title>", r"<title>\1</title>", body, count=1)

@@ -2,18 +2,28 @@
 
 The English notebooks are the only source of code and outputs. A translation is a catalog
 per notebook, ``translations/<lang>/<stem>.json``, keyed by cell id: each entry holds the
-translated markdown and the hash of the English markdown it translates, so an English edit
-makes the entry *stale* instead of silently wrong. ``build`` writes the translated notebooks
-(every cell, id and output copied from the English one; only markdown sources replaced);
-a missing or stale translation shows the English text there until it is (re)translated,
-and ``check`` fails until then.
+translated text and the hash of the English source it translates, so an English edit makes
+the entry *stale* instead of silently wrong. ``build`` writes the translated notebooks
+(every cell, id and output copied from the English one; only markdown sources and code
+comments replaced); a missing or stale translation shows the English text there until it
+is (re)translated, and ``check`` fails until then.
+
+Both kinds of cell have the same entry, ``{"en_sha256": ..., "text": [lines]}``:
+
+- a markdown cell: its translated markdown;
+- a code cell with ``#`` comments: its whole source with only the comments translated.
+  Any English edit of the cell, code or comment, makes the entry stale. The code with the
+  comments taken out (found with :mod:`tokenize`, so a ``#`` inside a string is code; IPython
+  magics and ``!`` lines as IPython reads them, see :func:`comments`) must be the English
+  code line for line; ``check`` refuses anything else, and ``build`` writes the English
+  source instead. A code cell without comments needs no entry.
 
 Usage (``make translations`` runs ``build``)::
 
     python tools/i18n.py build                  # write notebooks/zh/*.ipynb
     python tools/i18n.py check                  # missing / stale / damaged entries, exit 1
     python tools/i18n.py todo 01                # what a translator must (re)translate
-    python tools/i18n.py todo 01 --json > t.json  # the same as {cell id: English text}
+    python tools/i18n.py todo 01 --json > t.json  # the same as {cell id: English source}
     python tools/i18n.py import 01 t.json       # record {cell id: translation} (a batch)
     python tools/i18n.py set 01 a2f572ae cell.md  # record one cell ('-': stdin)
     python tools/i18n.py prune 01               # drop entries whose cell no longer exists
@@ -26,9 +36,12 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import io
 import json
 import re
 import sys
+import tokenize
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,8 +180,22 @@ class Catalog:
 
 
 def markdown_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
-    """Cell id -> source of every markdown cell (the only cells that are translated)."""
+    """Cell id -> source of every markdown cell."""
     return {c.id: c.source for c in nb.cells if c.cell_type == "markdown"}
+
+
+def translatable_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """Cell id -> source of every cell a catalog translates, in the notebook's order: each
+    markdown cell, and each code cell with a comment to translate (see :func:`has_words`)."""
+    return {
+        c.id: c.source
+        for c in nb.cells
+        if c.cell_type == "markdown" or (c.cell_type == "code" and has_words(c.source))
+    }
+
+
+def _code_ids(nb: nbformat.NotebookNode) -> set[str]:
+    return {c.id for c in nb.cells if c.cell_type == "code"}
 
 
 _FENCE = re.compile(r"^([ \t]*)(```+|~~~+)([^\n]*)\n(.*?)^[ \t]*\2[ \t]*$", re.S | re.M)
@@ -198,16 +225,8 @@ def _code_lines(code: str) -> list[str]:
     """
     kept = []
     for line in code.splitlines():
-        quote = None
-        for i, char in enumerate(line):
-            if quote:
-                quote = None if char == quote else quote
-            elif char in "'\"":
-                quote = char
-            elif char == "#" and (i == 0 or line[i - 1].isspace()):
-                line = line[:i]
-                break
-        kept.append(line.rstrip())
+        start = _line_comment_start(line)
+        kept.append((line if start is None else line[:start]).rstrip())
     return kept
 
 
@@ -319,7 +338,13 @@ def style(translation: str) -> list[str]:
         "paragraph or list item on one line"
         for where in soft_breaks(translation)
     ]
-    for sentence in sentences(translation):
+    return problems + sentence_problems(translation)
+
+
+def sentence_problems(text: str) -> list[str]:
+    """Chinese sentences too long, with two colons, or with brackets inside brackets."""
+    problems = []
+    for sentence in sentences(text):
         if not _HAS_CJK.search(sentence):
             continue
         start = f"'{sentence[:20]}…'"
@@ -336,6 +361,226 @@ def style(translation: str) -> list[str]:
         if deepest > 1:
             problems.append(f"brackets inside brackets: rephrase {start}")
     return problems
+
+
+# --- code cells: only their comments are translated ------------------------------------------
+
+CODE_WIDTH = 100  # ruff's line-length (pyproject.toml); ruff counts a Chinese character as two
+# A cell magic's body is Python or shell (its comments are translated) or neither: then all of
+# it is code and stays as it is (%%html, %%writefile notes.md, ...).
+_PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
+_SHELL_CELL_MAGICS = {"bash", "sh", "script", "system"}
+# Comments that tools read (ruff, mypy, nbval): kept byte for byte, on the same line of code.
+_DIRECTIVE = re.compile(
+    r"#\s*(?:noqa\b(?::\s*[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*)?|type:\s*ignore\b(?:\[[^\]]*\])?"
+    r"|fmt:\s*(?:skip|off|on)\b|isort:\s*\w+|pragma:?\s*no\s*cover\b|NBVAL_[A-Z_]+)"
+)
+# Half-width punctuation touching Chinese text (Chinese sentences take ，；：？！（）).
+_HALF_WIDTH = re.compile(f"[{_CJK}][,;:?!)]|[,;:?!]\\s*[{_CJK}]|\\([{_CJK}]")
+
+
+@dataclass(frozen=True)
+class Comment:
+    """One ``#`` comment of a code cell: where it starts and its text (``#`` to line end)."""
+
+    line: int  # 0-based line of the cell's source
+    column: int
+    text: str
+
+    @property
+    def words(self) -> str:
+        """What a reader reads: the text without ``#`` and without tool directives."""
+        words = _DIRECTIVE.sub("", self.text).strip().lstrip("#").strip()
+        return words.removeprefix("-- ")  # what follows a directive: `# noqa: F401 -- why`
+
+
+def _line_comment_start(line: str) -> int | None:
+    """Where a shell-style comment starts in ``line``: a ``#`` at the start or after a space,
+    outside quotes (shell commands, line magics, markdown code blocks), or None."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return i
+    return None
+
+
+def _scan_python(source: str) -> tuple[dict[int, int], set[int]]:
+    """Comments of Python that :mod:`tokenize` cannot read (IPython syntax such as ``x?``):
+    line -> column of each ``#`` outside strings, and the lines that start inside a string."""
+    found: dict[int, int] = {}
+    in_string: set[int] = set()
+    quote, i, line, line_start = "", 0, 0, 0
+    while i < len(source):
+        char = source[i]
+        if char == "\n":
+            quote = quote if len(quote) == 3 else ""  # a one-line string ends with its line
+            line, line_start = line + 1, i + 1
+            if quote:
+                in_string.add(line)
+            i += 1
+        elif quote:
+            if char == "\\":
+                i += 1 if source[i + 1 : i + 2] in ("", "\n") else 2
+            elif source.startswith(quote, i):
+                i, quote = i + len(quote), ""
+            else:
+                i += 1
+        elif char == "#":
+            found[line] = i - line_start
+            end = source.find("\n", i)
+            i = len(source) if end < 0 else end
+        elif char in "'\"":
+            quote = char * 3 if source.startswith(char * 3, i) else char
+            i += len(quote)
+        else:
+            i += 1
+    return found, in_string
+
+
+def _cell_magic_body(first_line: str) -> str | None:
+    """``"python"``, ``"shell"`` or None: what the body of a ``%%magic`` cell is written in."""
+    name, _, args = first_line.strip()[2:].partition(" ")
+    if name in ("writefile", "file"):
+        target = (args.split() or [""])[-1]
+        return "python" if target.endswith(".py") else "shell" if target.endswith(".sh") else None
+    if name in _PYTHON_CELL_MAGICS:
+        return "python"
+    return "shell" if name in _SHELL_CELL_MAGICS else None
+
+
+def comments(source: str) -> list[Comment]:
+    """Every ``#`` comment of a code cell, found with :mod:`tokenize` so that a ``#`` inside a
+    string is never one. IPython lines are read as IPython does: a ``%%writefile x.py`` or
+    ``%%time`` body is Python, a ``%%bash`` body and ``!cmd`` / ``%magic`` lines are read as
+    shell (a ``#`` after a space, outside quotes); another cell magic's body has no comments.
+    Python that :mod:`tokenize` rejects is scanned for ``#`` outside strings instead.
+    """
+    lines = source.split("\n")
+    body = "python"
+    if lines[0].lstrip().startswith("%%"):
+        body = _cell_magic_body(lines[0])
+    starts: dict[int, int] = {}
+    _, in_string = _scan_python(source) if body == "python" else ({}, set())
+    python = []
+    for n, line in enumerate(lines):
+        stripped = line.lstrip()
+        if n == 0 and stripped.startswith("%%"):
+            python.append("")
+            continue
+        shell = body == "shell" or (
+            body == "python" and n not in in_string and stripped.startswith(("%", "!"))
+        )
+        if shell and (column := _line_comment_start(line)) is not None:
+            starts[n] = column
+        if body == "python" and not shell:
+            python.append(line)
+        else:  # a stand-in: keeps the line numbers and the indentation tokenize checks
+            python.append(line[: len(line) - len(stripped)] + "pass" if shell else "")
+    if body == "python":
+        code = "\n".join(python)
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+            starts |= {t.start[0] - 1: t.start[1] for t in tokens if t.type == tokenize.COMMENT}
+        except (tokenize.TokenError, SyntaxError):  # IndentationError is a SyntaxError
+            starts |= _scan_python(code)[0]
+    return [Comment(n, col, lines[n][col:]) for n, col in sorted(starts.items())]
+
+
+@dataclass
+class CodeParts:
+    """A code cell taken apart: the code a translation keeps, and its comments."""
+
+    code: list[str]  # every line without its comment; lines holding only a comment left out
+    directives: list[tuple[int, str]]  # (index in code of the line it belongs to, directive)
+    comments: list[Comment]
+
+
+def code_parts(source: str) -> CodeParts:
+    found = comments(source)
+    at = {c.line: c for c in found}
+    code: list[str] = []
+    directives = []
+    for n, line in enumerate(source.split("\n")):
+        comment = at.get(n)
+        kept = line[: comment.column].rstrip() if comment else line
+        if comment is None or kept.strip():
+            code.append(kept)
+        if comment:  # a comment on its own line belongs to the next line of code
+            where = len(code) - 1 if kept.strip() else len(code)
+            directives += [(where, d.group(0)) for d in _DIRECTIVE.finditer(comment.text)]
+    return CodeParts(code, directives, found)
+
+
+def code_without_comments(source: str) -> list[str]:
+    """The lines of a code cell without its comments: what its translation must keep."""
+    return code_parts(source).code
+
+
+def has_words(source: str) -> bool:
+    """Whether a code cell has a comment to translate (not only tool directives)."""
+    return any(re.search(r"[^\W\d_]", c.words) for c in comments(source))
+
+
+def comment_prose(source: str) -> str:
+    """A code cell's comments as a reader reads them, one line each (the glossary's terms
+    and the style rules are checked on this)."""
+    return "\n".join(c.words for c in comments(source) if c.words)
+
+
+def width(line: str) -> int:
+    """Columns ``line`` takes in an editor, and for ruff: a Chinese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def same_code(english: str, translation: str) -> bool:
+    """Whether ``translation`` is ``english`` with only its comments changed."""
+    en, tr = code_parts(english), code_parts(translation)
+    return en.code == tr.code and en.directives == tr.directives
+
+
+def code_damage(english: str, translation: str) -> list[str]:
+    """How a code cell's translation falls short: it may change the comments, nothing else.
+
+    The code with the comments taken out must be the English code line for line (a comment
+    on its own line may be split or joined; one after code stays on its line); directives
+    such as ``# noqa: F401`` stay; no line may pass ruff's width (ruff would re-wrap the
+    code to fit a long comment); the comments follow the style rules of the markdown.
+    """
+    en, tr = code_parts(english), code_parts(translation)
+    problems = []
+    if en.code != tr.code:
+        pairs = zip(en.code, tr.code, strict=False)
+        line = next(
+            (f"{a.strip()!r} became {b.strip()!r}" for a, b in pairs if a != b),
+            f"{len(en.code)} lines of code became {len(tr.code)}",
+        )
+        problems.append(
+            f"the code changed (translate only its # comments; keep every line of code): {line}"
+        )
+    if en.directives != tr.directives:
+        problems.append(
+            f"directives {[d for _, d in en.directives]} must stay as they are, on their line "
+            f"(found {[d for _, d in tr.directives]})"
+        )
+    english_lines = set(english.split("\n"))  # a long line the English has is ruff's business
+    for n, line in enumerate(translation.split("\n")):
+        if width(line) > CODE_WIDTH and line not in english_lines:
+            problems.append(
+                f"line {n + 1} is {width(line)} columns wide (at most {CODE_WIDTH}; a Chinese "
+                "character takes two): shorten its comment"
+            )
+    for comment in tr.comments:
+        plain = _CODE_SPAN.sub("□", comment.words)
+        if bad := _HALF_WIDTH.search(plain):
+            problems.append(
+                f"half-width punctuation {bad.group(0)!r} in {comment.text!r}: Chinese text "
+                "takes full-width ，；：？！（）"
+            )
+    return problems + sentence_problems(comment_prose(translation))
 
 
 # --- the glossary's settled terms -------------------------------------------------------------
@@ -440,6 +685,8 @@ class Status:
     orphans: list[str] = field(default_factory=list)
     damaged: dict[str, list[str]] = field(default_factory=dict)
     current: int = 0
+    code_cells: int = 0  # of the cells to translate, code cells (their comments)
+    code_current: int = 0  # of ``current``, code cells
 
     @property
     def ok(self) -> bool:
@@ -448,8 +695,11 @@ class Status:
 
 def status(nb: nbformat.NotebookNode, catalog: Catalog) -> Status:
     result = Status()
-    sources = markdown_cells(nb)
+    sources = translatable_cells(nb)
+    code_ids = _code_ids(nb)
     for cell_id, source in sources.items():
+        is_code = cell_id in code_ids
+        result.code_cells += is_code
         entry = catalog.entries.get(cell_id)
         if entry is None:
             result.missing.append(cell_id)
@@ -457,29 +707,39 @@ def status(nb: nbformat.NotebookNode, catalog: Catalog) -> Status:
             result.stale.append(cell_id)
         else:
             result.current += 1
-            if problems := damage(source, entry.text):
+            result.code_current += is_code
+            check = code_damage if is_code else damage
+            if problems := check(source, entry.text):
                 result.damaged[cell_id] = problems
     result.orphans = [i for i in catalog.entries if i not in sources]
     return result
 
 
 def translate(nb: nbformat.NotebookNode, catalog: Catalog) -> nbformat.NotebookNode:
-    """A copy of ``nb`` with every markdown cell that has a current translation replaced.
+    """A copy of ``nb`` with every cell that has a current translation replaced.
 
-    Everything else (code, outputs, ids, metadata, attachments) is copied unchanged; a
-    missing or stale translation keeps the English text, so a reader never sees a Chinese
-    paragraph that describes code which has since changed.
+    A markdown cell takes its translation; a code cell takes its translated comments, and
+    only when nothing but comments differs from the English code (:func:`same_code`), so a
+    catalog can never change what runs. Everything else (outputs, ids, metadata,
+    attachments) is copied unchanged; a missing or stale translation keeps the English text,
+    so a reader never sees a Chinese paragraph or comment that describes code which has
+    since changed.
     """
     out = copy.deepcopy(nb)
     for cell in out.cells:
         entry = catalog.entries.get(cell.get("id", ""))
-        if cell.cell_type == "markdown" and entry and entry.en_hash == source_hash(cell.source):
+        if not entry or entry.en_hash != source_hash(cell.source):
+            continue
+        if cell.cell_type == "markdown" or (
+            cell.cell_type == "code" and same_code(cell.source, entry.text)
+        ):
             cell.source = entry.text
     return out
 
 
 def differences(english: nbformat.NotebookNode, translated: nbformat.NotebookNode) -> list[str]:
-    """Everything in which ``translated`` differs from ``english`` besides markdown text."""
+    """Everything in which ``translated`` differs from ``english`` besides markdown text and
+    code comments (a code cell's code without its comments is compared)."""
     found = []
     for key in ("nbformat", "nbformat_minor", "metadata"):
         if english.get(key) != translated.get(key):
@@ -490,6 +750,8 @@ def differences(english: nbformat.NotebookNode, translated: nbformat.NotebookNod
         where = f"cell {n} (id {en.get('id')}, {en.cell_type})"
         keys = set(en) | set(tr)
         if en.cell_type == "markdown" and tr.cell_type == "markdown":
+            keys.discard("source")
+        elif en.cell_type == tr.cell_type == "code" and same_code(en.source, tr.source):
             keys.discard("source")
         for key in sorted(keys):
             if en.get(key) != tr.get(key):
@@ -551,12 +813,7 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
                 f"{' '.join(state.orphans)} (`python tools/i18n.py prune {name}`)"
             )
         if terms:
-            translated = {
-                cell_id: catalog.entries[cell_id].text
-                for cell_id in markdown_cells(nb)
-                if cell_id in catalog.entries
-            }
-            problems.extend(f"{name}: {p}" for p in term_problems(translated, terms))
+            problems.extend(f"{name}: {p}" for p in term_problems(lesson_prose(nb, catalog), terms))
         target = translated_path(english, lang)
         if not target.exists():
             problems.append(f"{name}: {_shown(target)} does not exist (`make translations`)")
@@ -568,22 +825,47 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
     return problems
 
 
+def lesson_prose(nb: nbformat.NotebookNode, catalog: Catalog) -> dict[str, str]:
+    """One lesson's translated words in its order, cell id -> text, where the glossary's
+    terms are checked: each markdown translation, and each code cell's translated comments
+    (its code is not prose: an identifier ``rank`` is no use of the term)."""
+    found = {}
+    for cell in nb.cells:
+        entry = catalog.entries.get(cell.get("id", ""))
+        if entry is not None and cell.cell_type == "markdown":
+            found[cell.id] = entry.text
+        elif entry is not None and cell.cell_type == "code":
+            found[cell.id] = comment_prose(entry.text)
+    return found
+
+
 def todo(english: Path, lang: str, root: Path) -> tuple[Status, dict[str, str], Catalog]:
     nb = read_notebook(english)
     catalog = Catalog.load(english, lang, root)
-    return status(nb, catalog), markdown_cells(nb), catalog
+    return status(nb, catalog), translatable_cells(nb), catalog
 
 
 def record(
     english: Path, translations: dict[str, str], lang: str, root: Path, allow_identical: bool
 ) -> Status:
-    """Store ``translations`` (cell id -> text) with the current English hashes, all or none."""
+    """Store ``translations`` (cell id -> text) with the current English hashes, all or none.
+
+    A markdown cell's translation is its whole text; a code cell's is its whole source with
+    the comments translated (:func:`code_damage` says what else it may not change).
+    """
     nb = read_notebook(english)
-    sources = markdown_cells(nb)
+    sources = translatable_cells(nb)
+    code_ids = _code_ids(nb)
     errors = []
     for cell_id, text in translations.items():
         if cell_id not in sources:
-            kind = "is not a markdown cell" if cell_id in {c.id for c in nb.cells} else "no cell"
+            kind = (
+                "is a code cell without comments (nothing to translate)"
+                if cell_id in code_ids
+                else "is not a markdown or code cell"
+                if cell_id in {c.id for c in nb.cells}
+                else "no cell"
+            )
             errors.append(f"{cell_id}: {kind} in {english.name} (see `todo {english.stem}`)")
         elif not isinstance(text, str) or not text.strip():
             errors.append(f"{cell_id}: the translation is empty")
@@ -593,14 +875,15 @@ def record(
                 "--allow-identical if this cell really reads the same in both languages"
             )
         else:
-            errors.extend(f"{cell_id}: {p}" for p in damage(sources[cell_id], text))
+            check = code_damage if cell_id in code_ids else damage
+            errors.extend(f"{cell_id}: {p}" for p in check(sources[cell_id], text))
     if errors:
         raise I18nError("nothing recorded:\n  " + "\n  ".join(errors))
     catalog = Catalog.load(english, lang, root)
     for cell_id, text in translations.items():
         # Keep the cell's own ending: nbformat stores sources without a final newline.
         catalog.entries[cell_id] = Entry(text.rstrip("\n"), source_hash(sources[cell_id]))
-    catalog.save(list(sources))
+    catalog.save([c.id for c in nb.cells])
     target = translated_path(english, lang)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(notebook_text(translate(nb, catalog)), encoding="utf-8")
@@ -614,20 +897,24 @@ def prune(english: Path, lang: str, root: Path) -> list[str]:
     for cell_id in gone:
         del catalog.entries[cell_id]
     if gone:
-        catalog.save(list(markdown_cells(nb)))
+        catalog.save([c.id for c in nb.cells])
     return gone
 
 
 def _summary(name: str, state: Status) -> str:
     total = state.current + len(state.missing) + len(state.stale)
+    markdown = f"{state.current - state.code_current}/{total - state.code_cells} markdown cells"
+    code = f", {state.code_current}/{state.code_cells} code cells' comments"
+    code = code if state.code_cells else ""
     return (
-        f"{name}: {state.current}/{total} markdown cells translated"
+        f"{name}: {markdown}{code} translated"
         f" ({len(state.missing)} missing, {len(state.stale)} stale)"
     )
 
 
 def _print_todo(english: Path, lang: str, root: Path, as_json: bool) -> None:
     state, sources, catalog = todo(english, lang, root)
+    code_ids = _code_ids(read_notebook(english))
     if as_json:
         # The file a translator fills in (replace each value) and gives to `import`.
         wanted = {i: sources[i] for i in sources if i in state.missing or i in state.stale}
@@ -637,6 +924,8 @@ def _print_todo(english: Path, lang: str, root: Path, as_json: bool) -> None:
         if cell_id not in state.missing and cell_id not in state.stale:
             continue
         why = "missing" if cell_id in state.missing else "stale: the English changed"
+        if cell_id in code_ids:
+            why += "; code: translate only its # comments"
         print(f"===== cell {cell_id} ({why}) =====\n--- English ---\n{sources[cell_id]}")
         if cell_id in state.stale:
             print(f"--- old translation (update it) ---\n{catalog.entries[cell_id].text}")

@@ -10,9 +10,11 @@ line. On the official 60-minute blitz (about 4,500 words, 350 code lines) it giv
     python -m tools.lesson_size write    # stamp the times into the headers (en and zh)
     python -m tools.lesson_size check    # fail when a header's times or a Lab flag are stale
 
-``write`` also marks the heading that opens each deep dive as collapsed in JupyterLab
-(cell metadata ``jp-MarkdownHeadingCollapsed``), so a deep dive opens folded, and folds each
-solution's code (``jupyter.source_hidden``), so the answer does not stand under the exercise.
+``write`` and ``check`` cover README.md's lesson table too (its learner-time column and the
+total row), so the README never shows other numbers than the headers. ``write`` also marks
+the heading that opens each deep dive as collapsed in JupyterLab (cell metadata
+``jp-MarkdownHeadingCollapsed``), so a deep dive opens folded, and folds each solution's
+code (``jupyter.source_hidden``), so the answer does not stand under the exercise.
 """
 
 from __future__ import annotations
@@ -205,6 +207,46 @@ def write(path: Path) -> bool:
     return changed
 
 
+README = ROOT / "README.md"
+# The README's lesson table: each lesson's row ends in "| C / D / E min |", the total row in
+# "| **C** / D / E min |" (core / deep dives / exercises).
+_README_ROW = re.compile(r"^(\| (\d\d) \| .*\| )\d+ / \d+ / \d+ min \|$", re.M)
+_README_TOTAL = re.compile(r"^(\| \| all \w+ \| .*\| )\*\*\d+\*\* / \d+ / \d+ min \|$", re.M)
+
+
+def readme_with_times(text: str, paths: list[Path]) -> str:
+    """``text`` (README.md) with its lesson table's learner times measured from ``paths``."""
+    lessons = {path.stem[:2]: measure(path).parts for path in paths}
+    total = {name: Size() for name in PARTS}
+    for parts in lessons.values():
+        for name in PARTS:
+            total[name].add(parts[name].words, parts[name].lines)
+
+    def row(match: re.Match) -> str:
+        parts = lessons.get(match.group(2))
+        if parts is None:  # a row for a notebook that is gone: check reports it
+            return match.group(0)
+        return f"{match.group(1)}{' / '.join(str(parts[p].minutes) for p in PARTS)} min |"
+
+    text = _README_ROW.sub(row, text)
+    core, dives, exercises = (total[p].minutes for p in PARTS)
+    return _README_TOTAL.sub(
+        lambda m: f"{m.group(1)}**{core}** / {dives} / {exercises} min |", text
+    )
+
+
+def readme_problems(paths: list[Path], readme: Path = README) -> list[str]:
+    """What ``check`` reports for the README's lesson table."""
+    text = readme.read_text(encoding="utf-8")
+    numbers = sorted(m.group(2) for m in _README_ROW.finditer(text))
+    found = []
+    if numbers != sorted(path.stem[:2] for path in paths) or not _README_TOTAL.search(text):
+        found.append(f"{readme.name}: the lesson table needs one row per notebook and a total row")
+    if readme_with_times(text, paths) != text:
+        found.append(f"{readme.name}: the lesson table's learner times are stale")
+    return found
+
+
 def table(paths: list[Path]) -> str:
     rows = [
         "| notebook | core words | core code lines | core | deep dives | exercises | total |",
@@ -241,8 +283,14 @@ def main(argv: list[str] | None = None) -> int:
         for path in paths:
             if write(path):
                 print(f"updated {path.relative_to(ROOT) if path.is_absolute() else path}")
+        if not args.notebooks:  # the README's table lists every lesson, its total all of them
+            text = README.read_text(encoding="utf-8")
+            if readme_with_times(text, paths) != text:
+                README.write_text(readme_with_times(text, paths), encoding="utf-8")
+                print(f"updated {README.relative_to(ROOT)}")
     else:
         found = [p for path in paths for p in problems(path)]
+        found += readme_problems(paths) if not args.notebooks else []
         for line in found:
             print(line, file=sys.stderr)
         if found:

@@ -76,8 +76,14 @@
       list.innerHTML = hits.slice(0, 20).map(function (hit) {
         var e = hit.entry;
         var href = e.page + (e.anchor ? "#" + e.anchor : "");
+        // A hit in a deep dive or an exercise says so: "Core path only" hides those parts,
+        // and the lesson page turns the switch off to show one (setUpCoreSwitch).
+        var part = e.part === "deep_dive" ? word("searchDeepDive", "deep dive")
+          : e.part === "exercise" ? word("searchExercise", "exercises") : "";
+        var badge = part ? ' <span class="blitz-search-part" title="' +
+          escapeHtml(word("searchHiddenNote", "")) + '">' + escapeHtml(part) + "</span>" : "";
         return '<li><a href="' + escapeHtml(href) + '">' + escapeHtml(e.section) + "</a>" +
-          ' <span class="blitz-search-lesson">' + escapeHtml(e.lesson) + "</span>" +
+          badge + ' <span class="blitz-search-lesson">' + escapeHtml(e.lesson) + "</span>" +
           "<p>" + escapeHtml(snippet(e.text, termsOf(query)[0])) + "</p></li>";
       }).join("");
       var count = hits.length === 1 ? word("oneMatch", "{n} match") : word("matches", "{n} matches");
@@ -90,6 +96,21 @@
     show();
   }
 
+  // The sticky header's height, for the CSS that keeps a linked heading below it (it wraps to
+  // several rows on a phone, and grows when the core switch's notice shows).
+  function measureHeader() {
+    var header = document.querySelector(".blitz-header");
+    if (header) {
+      document.documentElement.style.setProperty("--blitz-header-height", header.offsetHeight + "px");
+    }
+  }
+
+  function trackHeader() {
+    var header = document.querySelector(".blitz-header");
+    measureHeader();
+    if (header && window.ResizeObserver) { new window.ResizeObserver(measureHeader).observe(header); }
+  }
+
   // On a phone the table of contents would fill the first screen: start it folded.
   function foldToc() {
     var toc = document.querySelector(".blitz-toc");
@@ -100,31 +121,48 @@
     narrow.addEventListener("change", apply);  // a rotated phone or a resized window
   }
 
-  // Solutions (markdown cells tagged "solution", collapsed in JupyterLab too) start hidden:
-  // everything after such a heading, up to the next heading, folds behind a button.
+  // Solutions (cells tagged "solution", collapsed in JupyterLab too) start hidden: under each
+  // solution heading, the rest of its cell (the explanation, which gives the answer away)
+  // and the cells after it, up to the next heading, fold behind one button.
   function foldSolutions() {
-    document.querySelectorAll(".jp-Cell .celltag_solution").forEach(function (marker) {
+    var headingSelector = ".jp-MarkdownOutput h1, .jp-MarkdownOutput h2, .jp-MarkdownOutput h3";
+    document.querySelectorAll(".jp-MarkdownOutput.celltag_solution").forEach(function (marker) {
+      var heading = marker.querySelector("h1, h2, h3");
       var head = marker.closest(".jp-Cell");
+      if (!heading || !head) { return; }
       var hidden = [];
       var el = head.nextElementSibling;
-      while (el && el.classList.contains("jp-Cell") &&
-             !el.querySelector(".jp-MarkdownOutput h1, .jp-MarkdownOutput h2, .jp-MarkdownOutput h3")) {
+      while (el && el.classList.contains("jp-Cell") && !el.querySelector(headingSelector)) {
         hidden.push(el);
         el = el.nextElementSibling;
       }
-      if (!hidden.length) { return; }
+      if (!hidden.length) { return; }  // "## Solutions" and its note: nothing to give away
+      // The explanation under the heading moves into a box of its own, so that it hides
+      // with the code; the heading stays as the solution's title.
+      var body = document.createElement("div");
+      body.className = "blitz-solution-body";
+      while (heading.nextSibling) { body.appendChild(heading.nextSibling); }
+      if (body.textContent.trim()) {
+        marker.appendChild(body);
+        hidden.unshift(body);
+      }
       var button = document.createElement("button");
       button.type = "button";
       button.className = "blitz-solution-toggle";
       function set(show) {
-        hidden.forEach(function (cell) { cell.hidden = !show; });
+        hidden.forEach(function (part) { part.hidden = !show; });
         button.textContent = show ? word("hideSolution", "Hide the solution")
                                   : word("showSolution", "Show the solution");
         button.setAttribute("aria-expanded", String(show));
+        // MathJax measured the explanation's formulas while they were hidden: typeset again
+        // once they can be seen, so they get their real size.
+        if (show && window.MathJax && window.MathJax.Hub && body.parentNode) {
+          window.MathJax.Hub.Queue(["Rerender", window.MathJax.Hub, body]);
+        }
       }
       button.addEventListener("click", function () { set(hidden[0].hidden); });
       set(false);
-      marker.appendChild(button);
+      heading.insertAdjacentElement("afterend", button);
     });
   }
 
@@ -148,16 +186,36 @@
     var stored = null;
     try { stored = window.localStorage.getItem("blitz-core-only"); } catch (e) { stored = null; }
     var wanted = /[?&]core=1\b/.test(window.location.search) || stored === "1";
+    var notice = document.getElementById("blitz-core-notice");
     function apply(on) {
       box.checked = on;
       document.body.classList.toggle("blitz-core-only", on);
+      if (notice) { notice.textContent = ""; }
       try { window.localStorage.setItem("blitz-core-only", on ? "1" : "0"); } catch (e) { /* file:// without storage */ }
     }
+    // A link into a part the switch hides (a search hit, a contents entry, a link in the
+    // text) would land on nothing: the switch goes off, the page says why, and the part shows.
+    function reveal() {
+      // nbconvert writes a non-ASCII heading's id percent-encoded (the Chinese pages): look
+      // the fragment up as it is, then decoded, as the browser itself does.
+      var raw = window.location.hash.slice(1);
+      var decoded = raw;
+      try { decoded = decodeURIComponent(raw); } catch (e) { /* a stray % */ }
+      var target = raw && (document.getElementById(raw) || document.getElementById(decoded));
+      if (!target || !box.checked || !target.closest(".blitz-optional, .blitz-exercise")) { return; }
+      apply(false);
+      if (notice) { notice.textContent = word("coreOnlyOff", "“Core path only” is now off."); }
+      measureHeader();  // the notice made the header taller: measure before scrolling
+      target.scrollIntoView();
+    }
     box.addEventListener("change", function () { apply(box.checked); });
+    window.addEventListener("hashchange", reveal);
     apply(wanted);
+    reveal();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    trackHeader();
     setUpCoreSwitch();
     foldSolutions();
     foldToc();
