@@ -90,6 +90,8 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]
     calls: list[tuple[list[str], dict]] = []
     monkeypatch.setattr(launcher.os, "execve", lambda path, argv, env: calls.append((argv, env)))
     monkeypatch.setattr(launcher, "remove_old_kernel_hook", lambda: None)
+    # writes into the environment, tested on its own (test_lab.py)
+    monkeypatch.setattr(launcher, "install_defaults", lambda: None)
     return calls
 
 

@@ -143,7 +143,31 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]
     calls: list[tuple[list[str], dict]] = []
     monkeypatch.setattr(launcher.os, "execve", lambda path, argv, env: calls.append((argv, env)))
     monkeypatch.setenv("JUPYTER_TOKEN", "stray")  # LAB_TOKEN is the one way to choose it
+    # writes into the environment, tested on its own (test_lab.py)
+    monkeypatch.setattr(launcher, "install_defaults", lambda: None)
     return calls
+
+
+def test_the_classroom_defaults_are_written_once_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tools/lab.py puts Lab's defaults where Lab and RISE's app read them (the app dir's
+    settings/overrides.d), says so in one line, rewrites only a stale copy, and says in one
+    line what a learner loses when the folder cannot be written."""
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path / "lab"))
+    target = tmp_path / "lab" / "settings" / "overrides.d" / launcher.DEFAULTS.name
+    said = launcher.install_defaults()
+    assert said == f"make lab: classroom defaults for JupyterLab written to {target}"
+    assert target.read_bytes() == launcher.DEFAULTS.read_bytes()
+    assert launcher.install_defaults() is None, "a current copy is left alone, silently"
+    target.write_text("{}")
+    assert launcher.install_defaults() == said and target.read_bytes() != b"{}"
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(blocked))
+    said = launcher.install_defaults()
+    assert said is not None and said.startswith("make lab: could not write"), said
+    assert "news" in said and "\n" not in said
 
 
 def test_without_lab_token_jupyter_makes_up_the_token(
