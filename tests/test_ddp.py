@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -369,7 +370,9 @@ _THREADS_AFTER = """import os, runpy, sys, threading
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 native = len(os.listdir("/proc/self/task")) - threading.active_count()
-print(f"rank {os.environ['RANK']}: {native} native threads left")
+# one write per line: the two ranks share the launcher's stdout (print writes the text and
+# its newline separately, and the two ranks' lines once came out interleaved)
+sys.stdout.write(f"rank {os.environ['RANK']}: {native} native threads left\\n")
 """
 
 
@@ -403,5 +406,5 @@ def test_the_ddp_scripts_stop_the_process_groups_threads_before_python_exits(
         timeout=LAUNCH_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    left = sorted(line for line in proc.stdout.splitlines() if "native threads left" in line)
-    assert left == ["rank 0: 0 native threads left", "rank 1: 0 native threads left"], proc.stdout
+    left = sorted(re.findall(r"rank (\d+): (\d+) native threads left", proc.stdout))
+    assert left == [("0", "0"), ("1", "0")], proc.stdout
