@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))  # lessons only (tools/lessons.py)
 
 # How the notebooks run under test (CPU, two threads, the CIFAR-10 subset) is defined once, in
 # tools/contract.py: pytest, `make refresh` and `make test-gpu` apply it themselves.
@@ -15,7 +15,8 @@ BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
 lab bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
 
 
-.PHONY: help venv lab data-link test test-lab test-portable test-full-data test-gpu lint utils refresh clean html bench stress-ddp translations
+
+.PHONY: help generate venv lab data-link test test-lab test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
@@ -27,12 +28,14 @@ help:
 	@echo "make test-gpu - every notebook on your GPU (their asserts check it), unit tests on it"
 	@echo "make lint     - ruff check and ruff format --check (.py and .ipynb)"
 	@echo "make utils    - rewrite utils' lesson modules from the notebooks' cells tagged save"
-	@echo "make refresh  - re-execute every notebook in place on the CPU (authors only)"
+	@echo "make generate - every generated file (utils, slide metadata, times, zh notebooks), in order"
+	@echo "make refresh  - re-execute every notebook in place on the CPU, then make generate (authors)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
 	@echo "make stress-ddp - the DDP scripts launched 100 times each: failures / runs (about 45 min)"
-	@echo "make clean    - remove the environment, caches and build output"
+	@echo "make clean    - remove what the build and the tools wrote (site, caches, .venv); says what it kept"
+	@echo "make clean-runs - remove the notebooks' runs and checkpoints (notebooks/.runs ...); data stays"
 	@echo "make venv     - only create or update .venv (every target does it first)"
 	@echo "make data-link - link notebooks/zh/data to notebooks/data (make lab does it)"
 
@@ -105,8 +108,19 @@ translations: $(STAMP)
 	$(BIN)/python tools/i18n.py build
 
 # Static site from the stored outputs (EXECUTE=1: re-execute in memory first); works offline.
+# EXECUTE is 1, true, yes or on, or 0, false, no, off or nothing; anything else is refused
+# before anything runs, so a typo never builds a site other than the one asked for.
+EXECUTE_YES := 1 true yes on TRUE YES ON True Yes On
+EXECUTE_NO := 0 false no off FALSE NO OFF False No Off
+ifneq ($(filter html,$(MAKECMDGOALS)),)
+ifneq ($(strip $(EXECUTE)),)
+ifneq ($(words $(EXECUTE))$(filter $(EXECUTE_YES) $(EXECUTE_NO),$(EXECUTE)),1$(strip $(EXECUTE)))
+$(error make html: EXECUTE='$(EXECUTE)' is neither a yes nor a no: EXECUTE=1 (or true, yes, on) re-runs the notebooks first, EXECUTE=0 or none does not)
+endif
+endif
+endif
 html: $(STAMP)
-	$(BIN)/python tools/build_site.py --out build/site $(if $(filter 1,$(EXECUTE)),--execute,)
+	$(BIN)/python tools/build_site.py --out build/site $(if $(filter $(EXECUTE_YES),$(strip $(EXECUTE))),--execute,)
 
 # Lesson code reused by later lessons: utils/<lesson>.py from the cells tagged `save`.
 utils: $(STAMP)
@@ -114,10 +128,14 @@ utils: $(STAMP)
 
 # Stored outputs, without timestamps, and the slide metadata derived from the headings
 # (tools/slides.py). The Chinese notebooks carry the same outputs: they are rebuilt after.
-refresh: utils
-	$(BIN)/python -m tools.slides write
+refresh: generate
 	$(BIN)/python -m tools.run_notebooks --inplace $(NOTEBOOKS)
-	$(BIN)/python tools/i18n.py build
+	$(BIN)/python -m tools.generate
+
+# Every generated file (utils' lesson modules, slide metadata, learner and run times, the
+# Chinese notebooks) in the one right order: tools/generate.py. `make test` checks them.
+generate: $(STAMP)
+	$(BIN)/python -m tools.generate
 
 # Benchmarks print ratios; they are never part of `make test`. They use a GPU when present.
 bench: $(STAMP)
@@ -130,10 +148,15 @@ bench: $(STAMP)
 stress-ddp: $(STAMP)
 	$(BIN)/python bench/stress_ddp.py --runs $(or $(RUNS),100)
 
-# What the notebooks leave behind goes too (.runs/: checkpoints and DDP runs, also of the
-# translated notebooks in notebooks/zh, and the older checkpoints/ and runs/). notebooks/data/
-# stays: it is the CIFAR-10 download (170 MB), which a classroom without internet cannot redo.
+# Only what the build and the tools wrote (tools/clean.py: the site's files its own record
+# lists, unchanged; the tests' screenshots; caches; .venv when make installed it), with the
+# system's Python, as .venv goes. It names what it kept: your files in build/, and the
+# notebooks' runs and checkpoints (a learner's trained models), which only `make clean-runs`
+# removes (.runs/, also of the translated notebooks in notebooks/zh, and the older
+# checkpoints/ and runs/). notebooks/data/ stays: it is the CIFAR-10 download (170 MB),
+# which a classroom without internet cannot redo.
 clean:
-	rm -rf $(VENV) build _build .pytest_cache .ruff_cache *.egg-info
-	rm -rf notebooks/.runs notebooks/*/.runs notebooks/checkpoints notebooks/runs
-	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	@$(PYTHON) tools/clean.py
+
+clean-runs:
+	@$(PYTHON) tools/clean.py --runs

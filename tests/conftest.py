@@ -84,3 +84,18 @@ def lab(tmp_path_factory):
             yield running
     except LabNotServing as err:
         pytest.fail(str(err))
+
+
+@pytest.fixture
+def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]:
+    """What tools.lab.main() execs, as (argv, environment), recorded instead."""
+    from tools import lab as lab_launcher
+
+    calls: list[tuple[list[str], dict]] = []
+    monkeypatch.setattr(
+        lab_launcher.os, "execve", lambda path, argv, env: calls.append((argv, env))
+    )
+    monkeypatch.setenv("JUPYTER_TOKEN", "stray")  # LAB_TOKEN is the one way to choose it
+    # writes into the environment, tested on its own (test_lab.py)
+    monkeypatch.setattr(lab_launcher, "install_defaults", lambda: None)
+    return calls

@@ -12,7 +12,6 @@ tab stop, an image without alt text).
 from __future__ import annotations
 
 import html
-import json
 import re
 from pathlib import Path
 
@@ -21,18 +20,18 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from tests.browser import axe_violations
-from tools import i18n
+from tools import conventions, i18n
 from tools.accessibility import NBCONVERT_ALT, describe_figure, make_accessible
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 STATIC = ROOT / "tools" / "site_templates" / "static"
 COLOURS = STATIC / "code-colours.css"
-WORDS = json.loads((ROOT / "tools" / "site_templates" / "strings.json").read_text("utf-8"))
+WORDS = {code: conventions.strings(code) for code in ("en", "zh")}
 LANGS = {"en": "", "zh": "zh/"}
 VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 AA = 4.5  # WCAG 1.4.3: normal-size text
-DEEP_DIVE_WORDS = {"en": "Deep dive", "zh": "深入"}
+DEEP_DIVE_WORDS = {code: conventions.lesson_words(code)["deep_dive"] for code in ("en", "zh")}
 
 
 def _luminance(colour: str) -> float:

@@ -5,13 +5,16 @@ in-process, without Jupyter."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlparse
 
 import psutil
 import pytest
@@ -137,17 +140,6 @@ def test_a_test_kernel_starts_as_a_kernel_of_make_lab_does(lab: Lab) -> None:
 # --- the wrapper's own decisions, in-process: no Jupyter is started --------------------------
 
 
-@pytest.fixture
-def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]:
-    """What tools.lab.main() execs, as (argv, environment), recorded instead."""
-    calls: list[tuple[list[str], dict]] = []
-    monkeypatch.setattr(launcher.os, "execve", lambda path, argv, env: calls.append((argv, env)))
-    monkeypatch.setenv("JUPYTER_TOKEN", "stray")  # LAB_TOKEN is the one way to choose it
-    # writes into the environment, tested on its own (test_lab.py)
-    monkeypatch.setattr(launcher, "install_defaults", lambda: None)
-    return calls
-
-
 def test_the_classroom_defaults_are_written_once_and_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -197,6 +189,36 @@ def test_a_taken_or_bad_port_is_one_clear_line(
         assert f"choose another port: LAB_PORT={port + 1} make lab" in message, message
     else:
         assert f"make lab: LAB_PORT={value!r} is not a port number" in message, message
+
+
+@pytest.mark.parametrize(
+    ("port", "code", "said"),
+    [
+        (
+            80,
+            errno.EACCES,
+            "port 80 is privileged (below 1024): only root may open it. Choose a "
+            "port from 1024 up: LAB_PORT=8888 make lab",
+        ),
+        (8888, errno.EACCES, "make lab: cannot open port 8888 on 127.0.0.1: Permission denied"),
+        (8888, errno.EADDRNOTAVAIL, "cannot open port 8888 on 127.0.0.1: Cannot assign"),
+    ],
+    ids=["privileged", "forbidden", "no-loopback"],
+)
+def test_a_port_that_cannot_be_opened_is_not_called_in_use(
+    port: int, code: int, said: str, handed_over: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rule: one line that says what is wrong, never a wrong diagnosis ("already in use").
+    def refuse(address: tuple[str, int]) -> socket.socket:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(launcher.socket, "create_server", refuse)  # a user who is not root
+    monkeypatch.setenv("LAB_PORT", str(port))
+    with pytest.raises(SystemExit) as exited:
+        launcher.main()
+    message = str(exited.value.code)
+    assert not handed_over and "\n" not in message and "in use" not in message, message
+    assert said in message and message.endswith(("make lab", "administrator")), message
 
 
 @pytest.mark.slow
@@ -445,3 +467,75 @@ def test_lab_presents_a_notebook_as_slides_and_runs_code_there(lab, browser) -> 
         page.screenshot(path=str(shots / "lab-slideshow.png"))
     finally:
         page.close()
+
+
+# --- make lab's token: on no command line, and in a URL that works -----------------------
+
+HOSTILE_TOKEN = "a&b#c%d+e/f=g?h"  # what a URL would cut or misread
+
+
+def _make(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """``make -n`` (prints the commands, runs none; the environment counts as installed) with
+    a copy of the Makefile."""
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    environ = {"PATH": "/usr/bin:/bin", **env}
+    return subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", *args],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_lab_refuses_a_token_on_its_command_line(tmp_path: Path) -> None:
+    refused = _make(["lab", "LAB_PORT=8890", f"LAB_TOKEN={HOSTILE_TOKEN}"], tmp_path)
+    message = refused.stderr.strip()
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert "\n" not in message and HOSTILE_TOKEN not in message, message
+    assert "LAB_TOKEN on make's command line is visible to every user (ps)" in message, message
+    assert message.endswith("in the environment instead: LAB_TOKEN=... make lab.  Stop."), message
+
+    # The environment form is the way, and then the token is in no command make runs.
+    allowed = _make(["lab", "LAB_PORT=8890"], tmp_path, LAB_TOKEN=HOSTILE_TOKEN)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "tools.lab" in allowed.stdout and HOSTILE_TOKEN not in allowed.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_help_shows_the_token_in_the_environment(tmp_path: Path) -> None:
+    shown = _make(["help"], tmp_path)
+    assert "LAB_TOKEN=... make lab" in shown.stdout.replace("@echo", ""), shown.stdout
+    assert "make lab LAB_TOKEN" not in (ROOT / "Makefile").read_text()
+
+
+def test_any_token_prints_a_url_that_carries_it(
+    handed_over: list, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    port = free_port()
+    monkeypatch.setenv("LAB_PORT", str(port))
+    monkeypatch.setenv("LAB_TOKEN", HOSTILE_TOKEN)
+    launcher.main()
+    [(argv, env)] = handed_over
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith(f"make lab: JupyterLab at http://127.0.0.1:{port}/lab?token=")
+    url = urlparse(printed.split(" at ", 1)[1])
+    assert url.fragment == "" and parse_qs(url.query) == {"token": [HOSTILE_TOKEN]}, url
+    assert env["JUPYTER_TOKEN"] == HOSTILE_TOKEN, "Jupyter gets the token itself, not encoded"
+    assert not [arg for arg in argv if HOSTILE_TOKEN in arg], argv
+
+
+def test_a_taken_port_suggests_the_environment_form(
+    handed_over: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAB_TOKEN", HOSTILE_TOKEN)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("LAB_PORT", str(port))
+        with pytest.raises(SystemExit) as exited:
+            launcher.main()
+    message = str(exited.value.code)
+    assert not handed_over and "\n" not in message and HOSTILE_TOKEN not in message, message
+    assert message.endswith(f"choose another port: LAB_TOKEN=... LAB_PORT={port + 1} make lab")

@@ -29,8 +29,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # --- tools/save_cells.py -----------------------------------------------------------------
 
 
-def test_every_saved_module_matches_its_notebook() -> None:
-    assert save_cells.stale(NOTEBOOKS) == []
+def test_the_lessons_that_save_code_are_the_four_expected() -> None:
+    # Whether each module is current: tests/test_generate.py (make generate).
     saved = {save_cells.module_path(nb).name for nb in NOTEBOOKS if save_cells.render(nb)}
     assert saved == {"tensors.py", "neural_networks.py", "cifar10.py", "data_parallel.py"}
 
@@ -105,6 +105,27 @@ def test_seed_everything_repeats_all_three_generators() -> None:
     assert a[:2] == b[:2] and torch.equal(a[2], b[2])
     utils.seed_everything(124)
     assert draw()[0] != a[0]
+
+
+@pytest.mark.parametrize("arg", ["cuda", "false"])
+def test_get_device_takes_no_argument(arg: str) -> None:
+    """It picks the best device itself: an argument is a TypeError, never a silent CPU."""
+    with pytest.raises(TypeError, match=r"get_device\(\) takes 0 positional arguments"):
+        utils.get_device(arg)  # type: ignore[call-arg]
+
+
+# Rule: bad arguments get one clear line, never a silent CPU (True is an int in Python).
+@pytest.mark.parametrize("arg", ["0", -1, 1.5, None, True, False])
+def test_try_gpu_rejects_what_is_not_a_gpu_number(arg) -> None:
+    with pytest.raises(ValueError) as info:
+        utils.try_gpu(arg)
+    assert str(info.value) == f"try_gpu: i must be a GPU number (0, 1, ...), got {arg!r}"
+
+
+def test_try_gpu_still_answers_for_gpu_numbers() -> None:
+    gpus = torch.cuda.device_count()
+    assert utils.try_gpu() == utils.try_gpu(0) == torch.device("cuda:0" if gpus else "cpu")
+    assert utils.try_gpu(gpus) == torch.device("cpu"), "a GPU this machine lacks: the CPU"
 
 
 # --- notebook 03: LeNet --------------------------------------------------------------------

@@ -1,8 +1,12 @@
-"""`make clean` removes what the notebooks leave behind and keeps the downloaded dataset;
-`make lab` gives the Chinese notebooks the English notebooks' data folder."""
+"""`make clean` removes what the build and the tools wrote, and says what it kept; `make
+clean-runs` removes what the notebooks leave behind and keeps the downloaded dataset; `make
+lab` gives the Chinese notebooks the English notebooks' data folder; `make html` takes
+EXECUTE as a yes or a no."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,18 +14,72 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
-def test_make_clean_removes_run_artefacts_but_keeps_data(tmp_path: Path) -> None:
+def _with_makefile(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "tools").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "tools" / "clean.py", tmp_path / "tools" / "clean.py")
+    return tmp_path
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+@needs_make
+def test_make_clean_removes_only_what_the_build_wrote_and_says_what_it_kept(
+    tmp_path: Path,
+) -> None:
+    # Rule: a tool deletes only files it wrote itself (its manifest), and says what it kept.
+    root = _with_makefile(tmp_path)
+    built = {"build/site/index.html": "<p>", "build/site/_static/site.css": "p {}"}
+    wrote = {
+        **built,
+        "build/site/edited.html": "edited by hand after the build",
+        "build/screenshots/deck-en-01-title.png": "png",
+        ".venv/bin/python": "x",
+        ".venv/.installed": "",
+        ".pytest_cache/v/cache": "x",
+        "tools/__pycache__/clean.cpython-312.pyc": "x",
+    }
+    kept = {
+        "build/site/mine.txt": "a file of the user's in the site folder",
+        "build/notes.md": "the user's",
+        "notebooks/.runs/checkpoints/a.pt": "a checkpoint",
+        "notebooks/zh/.runs/05/metrics.json": "{}",
+        "notebooks/data/cifar-10-batches-py/data_batch_1": "data",
+    }
+    _write(root, {**wrote, **kept})
+    digests = {**built, "build/site/edited.html": "as the build wrote it"}
+    record = "".join(
+        f"{hashlib.sha256(text.encode()).hexdigest()}  {rel.removeprefix('build/site/')}\n"
+        for rel, text in digests.items()
+    )
+    _write(root, {"build/site/_static/built-files.sha256": record})
+    proc = subprocess.run(["make", "clean"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(r for r in built if (root / r).exists()) == []
+    assert not (root / ".venv").exists() and not (root / ".pytest_cache").exists()
+    assert not (root / "build/screenshots").exists() and not (root / "tools/__pycache__").exists()
+    assert all((root / r).exists() for r in [*kept, "build/site/edited.html"])
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith("make clean: kept")]
+    for rel in ("build/site/mine.txt", "build/site/edited.html", "notebooks/.runs (1 file"):
+        assert rel in line, line
+    assert "`make clean-runs`" in line, line
+
+
+@needs_make
+def test_make_clean_runs_removes_run_artefacts_but_keeps_data(tmp_path: Path) -> None:
+    root = _with_makefile(tmp_path)
     left_behind = [
         "notebooks/.runs/checkpoints/a.pt",
         "notebooks/checkpoints/b.pt",
         "notebooks/runs/05/metrics.json",
         "notebooks/zh/.runs/05/metrics.json",  # the translated notebooks run in their folder
-        "build/site/index.html",
-        ".venv/bin/x",
     ]
     kept = [
         "notebooks/data/cifar-10-batches-py/data_batch_1",
@@ -32,14 +90,15 @@ def test_make_clean_removes_run_artefacts_but_keeps_data(tmp_path: Path) -> None
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
     proc = subprocess.run(
-        ["make", "clean"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        ["make", "clean-runs"], cwd=root, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     assert [r for r in left_behind if (tmp_path / r).exists()] == []
     assert all((tmp_path / r).exists() for r in kept)
+    assert "notebooks/.runs (1 file)" in proc.stdout, proc.stdout
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@needs_make
 def test_the_chinese_notebooks_share_the_data_folder(tmp_path: Path) -> None:
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / "notebooks" / "zh").mkdir(parents=True)
@@ -54,7 +113,7 @@ def test_the_chinese_notebooks_share_the_data_folder(tmp_path: Path) -> None:
     assert (tmp_path / "notebooks" / "data" / "cifar-10-batches-py").is_dir()
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@needs_make
 def test_a_chinese_data_folder_of_ones_own_is_left_alone(tmp_path: Path) -> None:
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     own = tmp_path / "notebooks" / "zh" / "data" / "cifar-10-batches-py"
@@ -64,3 +123,30 @@ def test_a_chinese_data_folder_of_ones_own_is_left_alone(tmp_path: Path) -> None
     )
     assert proc.returncode == 0, proc.stderr
     assert not own.parent.is_symlink() and own.is_dir()
+
+
+@needs_make
+@pytest.mark.parametrize("given", ["environment", "command line"])
+def test_make_html_takes_execute_as_yes_or_no_and_refuses_anything_else(
+    tmp_path: Path, given: str
+) -> None:
+    # Rule: a setting is understood as written (1/true/yes/on) or refused in one line.
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+
+    def html(value: str) -> subprocess.CompletedProcess:
+        argv = ["make", "-n", "-o", ".venv/.installed", "html"]  # -n: print, run nothing
+        env = {**os.environ, "EXECUTE": value} if given == "environment" else None
+        argv += [] if env else [f"EXECUTE={value}"]
+        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    for value in ("1", "true", "yes", "on", "TRUE", "Yes"):
+        proc = html(value)
+        assert proc.returncode == 0 and "--execute" in proc.stdout, (value, proc)
+    for value in ("", "0", "false", "no", "off"):
+        proc = html(value)
+        assert proc.returncode == 0 and "build_site.py" in proc.stdout, (value, proc)
+        assert "--execute" not in proc.stdout, (value, proc.stdout)
+    for value in ("maybe", "1 2", "ture"):
+        proc = html(value)
+        assert proc.returncode != 0 and "build_site.py" not in proc.stdout, (value, proc)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "EXECUTE" in proc.stderr, proc

@@ -9,8 +9,11 @@ has (language switch, search inside a sentence, CJK font) is in tests/test_site_
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
@@ -20,7 +23,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tests import browser as browser_helpers
-from tools import i18n
+from tools import conventions, i18n
 from tools.build_site import SiteError, build_site, main, parse_header, render_widgets_statically
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -362,6 +365,66 @@ def test_out_pointing_at_a_file_is_a_clear_error(tmp_path: Path, capsys) -> None
     assert readme.read_text() == "keep me"
 
 
+def _unblock(fifo: Path) -> None:
+    """Let a reader stuck opening ``fifo`` go on (it reads an empty file)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # no reader waiting
+        pass
+
+
+def test_a_special_file_in_the_sites_static_never_hangs_a_rebuild(tmp_path: Path) -> None:
+    # Rule: a rebuild reads only regular files; anything else it did not write is named.
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
+    out = tmp_path / "site"
+    build_site(src, out, log=lambda _msg: None)
+    fifo = out / "_static" / "site.css"  # a name the first build recorded
+    fifo.unlink()
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def rebuild() -> None:
+        try:
+            build_site(src, out, log=lambda _msg: None)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=rebuild, daemon=True)
+    worker.start()
+    worker.join(60)
+    hung = worker.is_alive()
+    _unblock(fifo)
+    worker.join(60)
+    assert not hung, "the rebuild hung on a FIFO in _static"
+    assert isinstance(outcome[0], SiteError), outcome
+    assert "files this tool did not write (_static/site.css)" in str(outcome[0])
+    assert stat.S_ISFIFO(fifo.lstat().st_mode), "the FIFO is not the build's to remove"
+
+
+def test_special_files_among_the_sites_assets_are_skipped_and_named(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Rule: the build copies only regular files and folders, and names what it skipped.
+    from tools import build_site as builder
+
+    templates = tmp_path / "site_templates"
+    shutil.copytree(builder.TEMPLATES, templates)
+    os.mkfifo(templates / "static" / "pipe.css")
+    monkeypatch.setattr(builder, "TEMPLATES", templates)
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
+    lines: list[str] = []
+    build_site(src, tmp_path / "site", log=lines.append)
+    named = [line for line in lines if "pipe.css" in line]
+    assert len(named) == 1 and "skipped" in named[0] and "not a regular file" in named[0], lines
+    assert (tmp_path / "site" / "_static" / "site.css").is_file()
+    assert not (tmp_path / "site" / "_static" / "pipe.css").exists()
+
+
 # --- the real site, in each language --------------------------------------------------------
 
 
@@ -652,7 +715,7 @@ def test_search_finds_a_section(browser, site: Path, served_site: str) -> None:
 
 # --- seams a teacher walked into (issue 26) -------------------------------------------------
 
-UI = json.loads((ROOT / "tools" / "site_templates" / "strings.json").read_text("utf-8"))
+UI = {code: conventions.strings(code) for code in ("en", "zh")}
 # The first cell's run-time line: "**Run time**: ..." (CONTRIBUTING.md), zh "**运行时间：** ...".
 RUN_TIME_LINE = re.compile(r"^\*\*\s*(?:Run time|运行时间)\s*[:：]?\s*\*\*\s*[:：]?\s*(.+)$", re.M)
 

@@ -3,6 +3,8 @@ the site (tools/decks.py) and the downloadable archive (tools/archive.py)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,13 +53,9 @@ def test_a_slide_per_section_code_as_fragments_and_the_rest_skipped() -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_every_notebook_carries_current_slide_metadata(path: Path) -> None:
+def test_every_notebook_is_a_slideshow_that_arrow_keys_walk(path: Path) -> None:
+    # Whether the metadata is current: tests/test_generate.py (make generate).
     nb = nbformat.read(path, as_version=4)
-    stale = slides.stale(nb)
-    assert not stale, (
-        f"{path.name}: slide metadata of {stale[:8]} is stale: run "
-        "`python -m tools.slides write` and `make translations`"
-    )
     kinds = slides.slide_types(nb)
     assert kinds.count("slide") >= 3 and "fragment" in kinds, f"{path.name}: too few slides"
     assert "subslide" not in kinds, "→ in RISE jumps over stacked subslides"
@@ -90,6 +88,100 @@ def test_the_archive_holds_what_runs_the_lessons_and_nothing_else(tmp_path: Path
         assert parts[0] == top, name
         assert not {".git", ".venv", "build", "data", "__pycache__"} & set(parts), name
         assert not name.endswith((".npz", ".pt", ".pyc")), name
+
+
+@pytest.mark.parametrize("command", ["write", "check"])
+def test_slides_name_a_missing_notebook_in_one_line(tmp_path: Path, command: str, capsys) -> None:
+    # Rule: a missing input is one line naming it and exit code 2, never a traceback.
+    missing = tmp_path / "09_missing.ipynb"
+    assert slides.main([command, str(missing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and str(missing) in err, err
+
+
+def test_the_archive_names_a_missing_file_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Rule: a missing input (or an output it cannot write) is one line and exit code 2.
+    (tmp_path / "a-file").write_text("not a folder")
+    assert archive.main([str(tmp_path / "a-file" / archive.NAME)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "a-file" in err, err
+
+    # A file listed for the zip that is gone when it is read (deleted meanwhile).
+    monkeypatch.setattr(archive, "members", lambda root: ["README.md", "gone.md"])
+    target = tmp_path / archive.NAME
+    assert archive.main([str(target)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "gone.md" in err, err
+    assert not list(tmp_path.glob("*.zip*")), "a half-written zip was left behind"
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _checkout_with_strays(tmp_path: Path) -> Path:
+    """A git checkout whose tracked files include a link to a secret outside it and a name
+    with a backslash, beside untracked personal files, secrets and run output."""
+    outside = tmp_path / "home" / "secret.txt"
+    outside.parent.mkdir()
+    outside.write_text("TOP-SECRET")
+    root = tmp_path / "project"
+    (root / "notebooks" / "zh").mkdir(parents=True)
+    (root / "README.md").write_text("# project")
+    (root / "notebooks" / "rise.css").write_text("/* slides */")
+    (root / "notebooks" / "zh" / "rise.css").symlink_to("../rise.css")  # in the project
+    (root / "leak.txt").symlink_to(outside)
+    (root / "a\\b.txt").write_text("unpacks as a/b.txt on Windows")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    (root / ".env").write_text("API_KEY=TOP-SECRET")
+    (root / ".runs" / "05").mkdir(parents=True)
+    (root / ".runs" / "05" / "metrics.json").write_text("{}")
+    (root / "my-notes.txt").write_text("TOP-SECRET")
+    return root
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git on this machine")
+def test_the_zip_ships_only_the_projects_files_never_a_links_outside_target(
+    tmp_path: Path, capsys
+) -> None:
+    # Rule: nothing injected: only the project's own files, never what a link points at.
+    root = _checkout_with_strays(tmp_path)
+    target = tmp_path / "out" / archive.NAME
+    archive.write_archive(target, root)
+    with zipfile.ZipFile(target) as made:
+        names = {n.removeprefix(f"{archive.FOLDER}/") for n in made.namelist()}
+        assert names == {
+            "README.md",
+            "notebooks/rise.css",
+            "notebooks/zh/rise.css",
+            archive.MANIFEST,
+        }
+        assert made.read(f"{archive.FOLDER}/notebooks/zh/rise.css") == b"/* slides */"
+        assert not [n for n in made.namelist() if b"TOP-SECRET" in made.read(n)]
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 2 and "leak.txt" in said[1] and "b.txt" in said[0], said
+
+    # An unpacked copy (no .git) with the same strays added makes the same zip.
+    unpacked = tmp_path / "unpacked"
+    zipfile.ZipFile(target).extractall(unpacked)
+    copy = unpacked / archive.FOLDER
+    (copy / ".env").write_text("API_KEY=TOP-SECRET")
+    (copy / ".runs" / "05").mkdir(parents=True)
+    (copy / ".runs" / "05" / "metrics.json").write_text("{}")
+    (copy / "my-notes.txt").write_text("TOP-SECRET")
+    again = tmp_path / "again" / archive.NAME
+    archive.write_archive(again, copy)
+    assert set(zipfile.ZipFile(again).namelist()) == set(zipfile.ZipFile(target).namelist())
+
+
+def test_a_folder_that_is_no_project_is_refused_in_one_line(tmp_path: Path) -> None:
+    # Rule: nothing injected: without git or the zip's own list, no file is known as the project's.
+    (tmp_path / "README.md").write_text("# mine")
+    with pytest.raises(archive.ArchiveError) as refused:
+        archive.write_archive(tmp_path / "out" / archive.NAME, tmp_path)
+    assert "\n" not in str(refused.value) and archive.MANIFEST in str(refused.value)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
 DECK_LANGS = {"en": "", "zh": "zh/"}

@@ -67,11 +67,7 @@ def test_chinese_notebook_has_the_english_code_and_outputs(english: Path) -> Non
         assert json.dumps(en_cell.get("outputs")) == json.dumps(zh_cell.get("outputs")), (
             f"{chinese}: cell {en_cell.get('id')}: outputs differ from the English notebook"
         )
-    expected = i18n.notebook_text(i18n.translate(en, i18n.Catalog.load(english)))
-    assert chinese.read_text(encoding="utf-8") == expected, (
-        f"{chinese} is not what `make translations` writes now (edited by hand, or the English "
-        "notebook or its catalog changed since): run `make translations`"
-    )
+    # Whether it is exactly what `make translations` writes now: tests/test_generate.py.
 
 
 def test_no_chinese_notebook_without_an_english_one() -> None:
@@ -122,6 +118,37 @@ def cli(tmp_path: Path, capsys):
         return (code, *capsys.readouterr())
 
     return run
+
+
+def test_translations_keep_a_notebook_they_did_not_write(tmp_path: Path, cli) -> None:
+    # Rule: build deletes or overwrites only the notebooks it wrote, and names what it kept.
+    english = _tiny(tmp_path)
+    old = english.with_name("02_old.ipynb")
+    nbformat.write(new_notebook(cells=[new_markdown_cell("# 02 · Old", id="old")]), old)
+    assert cli("build")[0] == 0
+    zh = english.parent / "zh"
+    mine = {"Untitled.ipynb": '{"cells": []}\n', "my_copy.ipynb": '{"mine": true}\n'}
+    for name, text in mine.items():
+        (zh / name).write_text(text, encoding="utf-8")
+    old.unlink()
+    code, out, err = cli("build")
+    assert code == 0, err
+    assert not (zh / "02_old.ipynb").exists(), "a notebook it wrote, whose source is gone, stays"
+    for name, text in mine.items():
+        assert (zh / name).read_text(encoding="utf-8") == text, f"{name} was lost"
+    kept = [line for line in (out + err).splitlines() if line.startswith("kept ")]
+    assert len(kept) == 1 and all(name in kept[0] for name in mine), out + err
+
+    # `--lang PATH` names any folder: a notebook of the lesson's name there is not the tool's.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "01_tiny.ipynb").write_text("my own work", encoding="utf-8")
+    (other / "notes.ipynb").write_text("more of my work", encoding="utf-8")
+    code, out, err = cli("--lang", str(other), "build")
+    assert (other / "01_tiny.ipynb").read_text(encoding="utf-8") == "my own work"
+    assert (other / "notes.ipynb").read_text(encoding="utf-8") == "more of my work"
+    kept = [line for line in (out + err).splitlines() if line.startswith("kept ")]
+    assert len(kept) == 1 and "01_tiny.ipynb" in kept[0] and "notes.ipynb" in kept[0], out + err
 
 
 def test_missing_and_stale_cells_are_named(tmp_path: Path) -> None:
@@ -300,16 +327,86 @@ def test_markup_or_addresses_a_translation_adds_are_refused(tmp_path: Path, cli)
         assert named in err, err
 
     # Written into the catalog by hand, past `set`: `check` still refuses it.
+    problems = _checked_by_hand(english, tmp_path, GOOD["tail"] + planted)
+    assert any("tail: markup <script>" in p for p in problems), problems
+    # Markup the English has is kept; `code` that shows a tag is fine.
+    assert i18n.damage("A <br> B `<b>`", "甲 <br> 乙 `<b>` `<i>`") == []
+
+
+def _checked_by_hand(english: Path, tmp_path: Path, tail: str) -> list[str]:
+    """What `check` says of a catalog whose "tail" entry was written by hand, past `set`."""
     root = tmp_path / "translations"
     i18n.record(english, GOOD, "zh", root, allow_identical=False)
     catalog = root / "zh" / "01_tiny.json"
     data = json.loads(catalog.read_text(encoding="utf-8"))
-    data["cells"]["tail"]["text"] = [GOOD["tail"] + planted]
+    data["cells"]["tail"]["text"] = [tail]
     catalog.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return i18n.check(english.parent, "zh", root)
+
+
+# Ways past a check of the markdown's text: each reaches the page as script or an off-site load.
+PAGE_ATTACKS = {
+    "backticked-img": "``<img src=x onerror=alert(1)>`",
+    "lone-backtick-block": "`\n\n<script>window.PWN_ZH=1</script>\n\n`",
+    "reference-image": "![图][r]\n\n[r]: //203.0.113.9/x.png",
+    "entity-encoded-url": "[点我][r]\n\n[r]: jav&#x61;script:alert(1)",
+}
+
+
+@pytest.mark.parametrize("attack", PAGE_ATTACKS.values(), ids=PAGE_ATTACKS)
+def test_a_translation_puts_nothing_on_the_page_the_english_does_not(
+    tmp_path: Path, cli, attack: str
+) -> None:
+    # Rule: a translation is checked as rendered: no element, attribute or address the
+    # English cell's rendering lacks (beyond plain Markdown).
+    english = _tiny(tmp_path)
+    entry = tmp_path / "cell.md"
+    entry.write_text(GOOD["tail"] + attack, "utf-8")
+    code, _, err = cli("set", "01", "tail", str(entry))
+    assert code == 1 and "nothing recorded" in err and "on the page" in err, err
+
+    problems = _checked_by_hand(english, tmp_path, GOOD["tail"] + attack)
+    assert any("tail:" in p and "on the page" in p for p in problems), problems
+
+
+def test_a_benign_translation_passes_the_rendered_check(tmp_path: Path, cli) -> None:
+    # Rule: plain Markdown (emphasis, code, lists, in-page links) is what a translator may add.
+    _tiny(tmp_path)
+    entry = tmp_path / "cell.md"
+    extra = "\n\n- **重点**：用 `torch.ones`。\n- 见[上文](#01-·-小例子)和 *说明*。"
+    entry.write_text(GOOD["tail"] + extra, "utf-8")
+    code, out, err = cli("set", "01", "tail", str(entry))
+    assert code == 0, err
+    assert i18n.rendered_markup("See [docs](https://pytorch.org).", GOOD["tail"] + extra) == []
+
+
+def test_a_translation_carries_no_html_output_of_its_own(tmp_path: Path) -> None:
+    # Rule: outputs come from the English notebook only; HTML that differs is refused by name.
+    english = _tiny(tmp_path)
+    root = tmp_path / "translations"
+    i18n.record(english, GOOD, "zh", root, allow_identical=False)
+    script = {"text/html": "<script>window.PWN_ZH=1</script>", "text/plain": "x"}
+
+    # In the translated notebook: an HTML output the English cell does not have.
+    target = i18n.translated_path(english)
+    nb = nbformat.read(target, as_version=4)
+    nb.cells[1].outputs.append(new_output("display_data", data=script))
+    nbformat.write(nb, target)
     problems = i18n.check(english.parent, "zh", root)
-    assert any("tail: markup <script>" in p for p in problems), problems
-    # Markup the English has is kept; `code` that shows a tag is fine.
-    assert i18n.damage("A <br> B `<b>`", "甲 <br> 乙 `<b>` `<i>`") == []
+    assert any("cell code: a text/html output differs from the English" in p for p in problems), (
+        problems
+    )
+
+    # In the catalog: an entry holds its text and hash, never outputs.
+    i18n.build(english.parent, "zh", root)
+    catalog = root / "zh" / "01_tiny.json"
+    data = json.loads(catalog.read_text(encoding="utf-8"))
+    data["cells"]["tail"]["outputs"] = [{"output_type": "display_data", "data": script}]
+    catalog.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(
+        i18n.I18nError, match="cell tail: fields outputs: an entry holds en_sha256 and text only"
+    ):
+        i18n.check(english.parent, "zh", root)
 
 
 GLOSSARY = """# 术语表
@@ -417,13 +514,18 @@ def test_the_readme_has_a_chinese_section_that_stands_on_its_own() -> None:
 
 
 def test_the_sites_chinese_interface_words_follow_the_same_rules() -> None:
-    """The site's own Chinese words (strings.json): short sentences, the settled terms."""
+    """The site's own Chinese words (strings/zh.json): short sentences, the settled terms."""
     import re
 
-    words = json.loads((ROOT / "tools" / "site_templates" / "strings.json").read_text("utf-8"))
-    assert set(words["zh"]) == set(words["en"]), "strings.json: zh and en differ in keys"
+    from tools import conventions
+
+    en, zh = conventions.strings("en"), conventions.strings("zh")
+    assert set(zh) == set(en), "strings/zh.json and strings/en.json differ in keys"
+    assert set(zh["lesson"]) == set(en["lesson"]), "their lesson words differ in keys"
     terms = i18n.load_terms(ROOT / "translations" / "zh" / "glossary.md")
-    for key, text in words["zh"].items():
+    for key, text in zh.items():
+        if key == "lesson":  # the header's labels and lines, checked in the notebooks
+            continue
         plain = re.sub(r"<[^>]+>", "", text)
-        assert i18n.style(plain) == [], f"strings.json zh.{key}: {i18n.style(plain)}"
-        assert i18n.term_problems({key: plain}, terms) == [], f"strings.json zh.{key}"
+        assert i18n.style(plain) == [], f"strings/zh.json {key}: {i18n.style(plain)}"
+        assert i18n.term_problems({key: plain}, terms) == [], f"strings/zh.json {key}"

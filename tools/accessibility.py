@@ -4,7 +4,7 @@ outputs, and alt text for figures (WCAG 2.1 AA; tests/test_accessibility.py chec
 Shared by the teaching site's lesson pages (tools/build_site.py) and, through the same
 call, anything else rendered from a notebook by nbconvert's ``lab``-based templates (the
 slide decks): ``make_accessible(html, nb, words)`` with ``nb`` the notebook the HTML was made
-from and ``words`` the page language's interface words (site_templates/strings.json:
+from and ``words`` the page language's interface words (site_templates/strings/<code>.json:
 ``code_label``, ``output_label``, ``figure``, ``figure_text``).
 """
 
@@ -89,7 +89,7 @@ def describe_figure(nb: nbformat.NotebookNode, index: int, words: dict[str, str]
 
 def make_accessible(page: str, nb: nbformat.NotebookNode, words: dict[str, str]) -> str:
     """``page`` (nbconvert's HTML of ``nb``) with code and output areas reachable by keyboard
-    and named, and figures described; ``words`` are the page language's (strings.json).
+    and named, and figures described; ``words`` are the page language's (strings/<code>.json).
 
     nbconvert makes every cell's input wrapper and every output focusable (tabindex=0), but
     the box that scrolls a long line is the code editor inside the wrapper, so keyboard

@@ -21,7 +21,7 @@ title, summary, run time and hardware, read from the notebook's first markdown c
 
 The Chinese site goes into ``<out>/zh`` (``--english-only`` skips it): the same notebooks
 with the markdown of ``translations/zh`` (tools/i18n.py), a language switch on every page,
-its own search index and the interface words of ``site_templates/strings.json``.
+its own search index and the interface words of ``site_templates/strings/<code>.json``.
 """
 
 from __future__ import annotations
@@ -48,14 +48,17 @@ from nbconvert import HTMLExporter
 from traitlets import validate
 
 try:
-    from tools import archive, decks, i18n, lesson_size
+    from tools import archive, conventions, decks, i18n, lesson_size
     from tools.accessibility import make_accessible
+    from tools.lessons import lesson_notebooks
 except ModuleNotFoundError:  # run as a script (make html): tools/ itself is on sys.path
     import archive
+    import conventions
     import decks
     import i18n
     import lesson_size
     from accessibility import make_accessible
+    from lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
@@ -68,17 +71,14 @@ TOC_MARKER = "<!-- blitz-toc -->"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
-# Fields every first cell carries, as `**Name**:` or `**Name:**` at the start of a line.
-HEADER_FIELDS = ("Objectives", "Prerequisites", "Hardware", "Learner time", "Run time")
-# The same labels in the translated notebooks (notebooks/zh, see tools/i18n.py).
+# Fields every first cell carries, as `**Name**:` or `**Name:**` at the start of a line, and
+# their labels in every language (tools/conventions.py).
+HEADER_FIELDS = tuple(conventions.lesson_words(conventions.SOURCE)["header_fields"])
 HEADER_ALIASES = {
-    "目标": "Objectives",
-    "先修": "Prerequisites",
-    "硬件": "Hardware",
-    "学习时间": "Learner time",
-    "运行时间": "Run time",
+    label: field
+    for code in conventions.codes()
+    for field, label in conventions.lesson_words(code)["header_fields"].items()
 }
-_ZH_LABELS = {english: chinese for chinese, english in HEADER_ALIASES.items()}
 _TITLE_RE = re.compile(r"^#\s+(\d{2})\s*·\s*(.+?)\s*$")
 # Chinese puts a full-width colon (：) where English has ':'.
 _FIELD_RE = re.compile(r"^\*\*\s*([^*:：]+?)\s*[:：]?\s*\*\*\s*[:：]?\s*(.*)$")
@@ -88,7 +88,7 @@ _FIELD_RE = re.compile(r"^\*\*\s*([^*:：]+?)\s*[:：]?\s*\*\*\s*[:：]?\s*(.*)$
 class Language:
     """One language of the site: where its pages go (``folder``, "" for the root)."""
 
-    code: str  # the key in site_templates/strings.json and the catalog folder (tools/i18n.py)
+    code: str  # its strings file's name (tools/conventions.py) and catalog folder (tools/i18n.py)
     html_lang: str
     folder: str
 
@@ -97,8 +97,13 @@ class Language:
         return "search-index.js" if not self.folder else f"search-index-{self.code}.js"
 
 
-# English is the source; the others are built from translations/<code>/ catalogs.
-LANGUAGES = (Language("en", "en", ""), Language("zh", "zh-CN", "zh"))
+def languages_() -> list[Language]:
+    """English (the source, at the site's root), then every language with a strings file
+    (tools/conventions.py), each in its own folder, built from translations/<code>/."""
+    return [
+        Language(code, conventions.lesson_words(code)["html_lang"], "" if i == 0 else code)
+        for i, code in enumerate(conventions.codes())
+    ]
 
 
 class _LessonExporter(HTMLExporter):
@@ -243,7 +248,7 @@ def parse_header(path: Path, nb: nbformat.NotebookNode) -> Lesson:
     missing = [name for name in HEADER_FIELDS if not fields.get(name)]
     if missing:
         raise SiteError(
-            f"{where} lacks {', '.join(f'**{m}** (**{_ZH_LABELS[m]}**)' for m in missing)} "
+            f"{where} lacks {', '.join(f'**{m}**' for m in missing)} (or its translated label) "
             "(each as a bold label followed by its text; see CONTRIBUTING.md)"
         )
     return Lesson(
@@ -442,13 +447,19 @@ def find_mathjax() -> Path:
 
 
 def execute_notebook(nb: nbformat.NotebookNode, path: Path, timeout: int = 600) -> None:
-    """Run ``nb`` top to bottom in memory (the file on disk is not touched)."""
-    from nbclient import NotebookClient
+    """Run ``nb`` top to bottom in memory (the file on disk is not touched) with the runner
+    and the test contract of ``make refresh`` (tools/run_notebooks.py, tools/contract.py): on
+    the CPU, from the subset, as the stored outputs were made."""
+    try:
+        from tools import contract, run_notebooks
+    except ModuleNotFoundError:  # run as a script (make html)
+        import contract
+        import run_notebooks
 
-    client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": path.parent}}
-    )
-    client.execute()
+    contract.apply()
+    result = run_notebooks.execute(nb, path, timeout, "python3")
+    if not result.passed:
+        raise SiteError(f"{path.name} did not run:\n{result.report}")
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
@@ -496,7 +507,8 @@ def check_rebuildable(out_dir: Path) -> None:
             rel, path = (here / name).as_posix(), Path(root) / name
             if rel == MANIFEST:
                 continue
-            if rel not in recorded or path.is_symlink():
+            # A FIFO or device is never the build's, and reading one could block forever.
+            if rel not in recorded or path.is_symlink() or not path.is_file():
                 foreign.append(rel)
             elif _sha256(path) != recorded[rel]:
                 changed.append(rel)
@@ -512,6 +524,23 @@ def check_rebuildable(out_dir: Path) -> None:
         )
 
 
+def copy_regular(src: Path, dst: Path, log: Callable[[str], object] = print) -> None:
+    """Copy the folder ``src`` into ``dst``: regular files and folders only (a FIFO or a
+    device would block the copy or fail it), each other entry named in one line to ``log``."""
+
+    def specials(folder: str, names: list[str]) -> list[str]:
+        skipped = [
+            n
+            for n in names
+            if not (os.path.isdir(Path(folder, n)) or os.path.isfile(Path(folder, n)))
+        ]
+        for name in skipped:
+            log(f"  skipped {Path(folder, name)}: not a regular file or folder")
+        return skipped
+
+    shutil.copytree(src, dst, ignore=specials, dirs_exist_ok=True)
+
+
 def build_site(
     notebooks_dir: Path,
     out_dir: Path,
@@ -519,7 +548,7 @@ def build_site(
     log: Callable[[str], object] = print,
     translations: Path | None = None,
 ) -> list[Lesson]:
-    """Render every ``*.ipynb`` in ``notebooks_dir`` into a static site in ``out_dir``.
+    """Render every lesson (``NN_name.ipynb``) in ``notebooks_dir`` into a site in ``out_dir``.
 
     ``out_dir`` is replaced as a whole, but only if it is empty or an earlier build holding
     only the files it wrote, unchanged (``MANIFEST``); a failed build leaves nothing there.
@@ -530,12 +559,12 @@ def build_site(
     fails until none is left), so every lesson exists in both languages.
     Raises :class:`SiteError` with an actionable message on bad input.
     """
-    paths = sorted(notebooks_dir.glob("*.ipynb"))
+    paths = lesson_notebooks(notebooks_dir, log)
     if not paths:
-        raise SiteError(f"no notebooks (*.ipynb) in {notebooks_dir}: nothing to build")
+        raise SiteError(f"no notebooks (NN_name.ipynb) in {notebooks_dir}: nothing to build")
     notebooks = [(p, read_notebook(p)) for p in paths]
     lessons = [parse_header(p, nb) for p, nb in notebooks]
-    languages = list(LANGUAGES if translations is not None else LANGUAGES[:1])
+    languages = languages_() if translations is not None else languages_()[:1]
     catalogs = {
         lang.code: [i18n.Catalog.load(p, lang.code, translations) for p in paths]
         for lang in languages[1:]
@@ -559,10 +588,9 @@ def build_site(
     try:
         static = out_dir / STATIC
         static.mkdir(parents=True)
-        shutil.copytree(mathjax, static / "mathjax")
-        for asset in (TEMPLATES / "static").iterdir():
-            shutil.copy2(asset, static / asset.name)
-        decks.copy_reveal(static)
+        copy_regular(mathjax, static / "mathjax", log)
+        copy_regular(TEMPLATES / "static", static, log)
+        copy_regular(decks.REVEAL, static / "reveal.js", log)
         # The whole collection in one zip: a single notebook does not run without `utils`.
         size = archive.write_archive(out_dir / archive.NAME)
         log(f"  {archive.NAME}  ({size / 1e6:.1f} MB)")
@@ -572,7 +600,7 @@ def build_site(
                 start = time.perf_counter()
                 execute_notebook(nb, path)
                 log(f"  executed {path.name}  ({time.perf_counter() - start:.1f} s)")
-        ui = json.loads((TEMPLATES / "strings.json").read_text(encoding="utf-8"))
+        ui = {lang.code: conventions.strings(lang.code) for lang in languages}
         for lang in languages:
             # Translated pages: the (possibly re-executed) English notebooks with the catalog's
             # markdown and code comments, so both languages always show the same code and
@@ -762,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
             execute=args.execute,
             translations=None if args.english_only else args.translations,
         )
-    except (SiteError, i18n.I18nError) as exc:
+    except (SiteError, i18n.I18nError, archive.ArchiveError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     index = (args.out / "index.html").resolve()

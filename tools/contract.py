@@ -42,7 +42,6 @@ def apply(environ: MutableMapping[str, str] = os.environ) -> None:
     test kernel and a kernel of ``make lab``."""
     if environ is os.environ and not SHELL_ENVIRON:
         SHELL_ENVIRON.update(environ)
-    remove_old_kernel_hook()
     environ.setdefault("OMP_NUM_THREADS", "2")
     environ.setdefault("BLITZ_CIFAR10", "subset")
     _subset_file(environ)
@@ -76,22 +75,3 @@ def _subset_file(environ: MutableMapping[str, str]) -> None:
             print(f"test contract: no CIFAR-10 subset: {err}", file=sys.stderr)
             return  # the notebooks that need it fail with that message
     environ[data.SUBSET_ENV] = str(made)
-
-
-# What `make lab` and the tests wrote into a virtual environment before the lessons read the
-# offline subset in plain sight: a line that ran a torchvision patch in every kernel.
-_OLD_KERNEL_HOOK = '__import__("utils.data", fromlist=["_"]).serve_offline_cifar10()'
-
-
-def remove_old_kernel_hook(prefix: str | Path = sys.prefix) -> None:
-    """Take our old line out of ``<prefix>/etc/ipython/ipython_kernel_config.py`` (the file goes
-    when nothing else is in it), saying so: it would fail in every kernel now."""
-    config = Path(prefix) / "etc" / "ipython" / "ipython_kernel_config.py"
-    if not config.is_file() or _OLD_KERNEL_HOOK not in (text := config.read_text()):
-        return
-    kept = [line for line in text.splitlines(keepends=True) if _OLD_KERNEL_HOOK not in line]
-    if "".join(kept).strip():
-        config.write_text("".join(kept))
-    else:
-        config.unlink()
-    print(f"removed the old CIFAR-10 kernel hook from {config}", file=sys.stderr)

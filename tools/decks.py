@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import re
-import shutil
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -52,13 +51,6 @@ class _DeckExporter(SlidesExporter):
     @validate("language_code")
     def _valid_language_code(self, proposal: dict) -> str:
         return proposal["value"]
-
-
-def copy_reveal(static_dir: Path) -> Path:
-    """Copy the vendored reveal.js (and its licence) into the site's static folder."""
-    target = static_dir / "reveal.js"
-    shutil.copytree(REVEAL, target, dirs_exist_ok=True)
-    return target
 
 
 def deck_name(stem: str) -> str:
@@ -176,7 +168,7 @@ def render_deck(
     words: dict[str, str],
 ) -> str:
     """The HTML of ``nb``'s deck; ``static`` is the site's static folder relative to it,
-    ``words`` the deck language's interface words (site_templates/strings.json). Code and
+    ``words`` the deck language's interface words (site_templates/strings/<code>.json). Code and
     outputs are named and figures described as on the lesson pages (tools/accessibility.py)."""
     nb = paginate(nb)
     nb.metadata["title"] = title

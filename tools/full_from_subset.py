@@ -26,19 +26,21 @@ from utils import data
 BATCH = data.FULL_BATCH
 
 
-def _batch(images: np.ndarray, labels: np.ndarray, name: str) -> dict:
-    """One torchvision batch file's dict: 10,000 rows, the given images first, then repeats."""
-    rows = np.arange(BATCH) % len(images)
-    flat = images[rows].transpose(0, 3, 1, 2).reshape(BATCH, -1)  # HWC -> CHW planes, as stored
+def _batch(images: np.ndarray, labels: np.ndarray, name: str, size: int = BATCH) -> dict:
+    """One torchvision batch file's dict: ``size`` rows, the given images first, then repeats."""
+    rows = np.arange(size) % len(images)
+    flat = images[rows].transpose(0, 3, 1, 2).reshape(size, -1)  # HWC -> CHW planes, as stored
     return {
         "batch_label": name,
         "labels": [int(v) for v in labels[rows]],
         "data": np.ascontiguousarray(flat, dtype=np.uint8),
-        "filenames": [f"{name}_{i:05d}.png" for i in range(BATCH)],
+        "filenames": [f"{name}_{i:05d}.png" for i in range(size)],
     }
 
 
-def build(subset: Path, out: Path) -> Path:
+def build(subset: Path, out: Path, size: int = BATCH) -> Path:
+    """Write ``out/cifar-10-batches-py``: six batch files of ``size`` rows each (10,000, the
+    full dataset's; ``data.PER_BATCH``, the subset's images alone) and the class names."""
     with np.load(subset, allow_pickle=False) as npz:
         x_train, y_train = npz["x_train"], npz["y_train"]
         x_test, y_test, classes = npz["x_test"], npz["y_test"], npz["classes"]
@@ -47,10 +49,10 @@ def build(subset: Path, out: Path) -> Path:
     per = data.PER_BATCH
     for b in range(5):
         part = slice(b * per, (b + 1) * per)
-        batch = _batch(x_train[part], y_train[part], f"data_batch_{b + 1}")
+        batch = _batch(x_train[part], y_train[part], f"data_batch_{b + 1}", size)
         (folder / f"data_batch_{b + 1}").write_bytes(pickle.dumps(batch))
-    (folder / "test_batch").write_bytes(pickle.dumps(_batch(x_test, y_test, "test_batch")))
-    meta = {"label_names": [str(c) for c in classes], "num_cases_per_batch": BATCH}
+    (folder / "test_batch").write_bytes(pickle.dumps(_batch(x_test, y_test, "test_batch", size)))
+    meta = {"label_names": [str(c) for c in classes], "num_cases_per_batch": size}
     (folder / "batches.meta").write_bytes(pickle.dumps(meta))
     (folder / data.BUILT_FROM_SUBSET).write_text(
         f"Built from {subset.name} by tools/full_from_subset.py: 6,000 real images, repeated.\n"

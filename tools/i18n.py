@@ -43,10 +43,17 @@ import sys
 import tokenize
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
+
+try:
+    from tools.lessons import lesson_notebooks
+except ModuleNotFoundError:  # run as a script (make translations): tools/ is on sys.path
+    from lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -65,8 +72,8 @@ def source_hash(text: str) -> str:
 
 
 def english_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
-    """The source notebooks: ``notebooks/*.ipynb`` (the translated ones live in subfolders)."""
-    return sorted(notebooks_dir.glob("*.ipynb"))
+    """The source notebooks: the lessons in ``notebooks/`` (translations live in subfolders)."""
+    return lesson_notebooks(notebooks_dir)
 
 
 def _shown(path: Path) -> str:
@@ -151,6 +158,11 @@ class Catalog:
             entries = {}
             for cell_id, item in cells.items():
                 text, en_hash = item["text"], item["en_sha256"]
+                if extra := sorted(set(item) - {"text", "en_sha256"}):  # outputs, metadata...
+                    raise TypeError(
+                        f"cell {cell_id}: fields {', '.join(extra)}: an entry holds "
+                        "en_sha256 and text only"
+                    )
                 if not (isinstance(text, list) and all(isinstance(t, str) for t in text)):
                     raise TypeError(f"cell {cell_id}: 'text' is not a list of lines")
                 if not isinstance(en_hash, str):
@@ -262,7 +274,7 @@ def damage(english: str, translation: str) -> list[str]:
     for url, count in Counter(u for u in _URL.findall(en_text) if not u.startswith("#")).items():
         if links[url] < count:
             problems.append(f"link target {url} is missing")
-    problems += _added_markup(en_text, tr_text)
+    problems += _added_markup(en_text, tr_text) or rendered_markup(english, translation)
     if _HEADING.findall(english) != _HEADING.findall(translation):
         problems.append(
             f"heading levels {[len(h) for h in _HEADING.findall(english)]} became "
@@ -287,6 +299,61 @@ def _added_markup(english: str, translation: str) -> list[str]:
         if url not in en_urls and not url.startswith("#"):
             problems.append(
                 f"address {url} that the English does not have (keep the English links)"
+            )
+    return problems
+
+
+# What plain Markdown renders: a translation may add these elements (no attributes). Anything
+# else on the page (an element, an attribute, an address) only where the English cell has it.
+_MARKDOWN_TAGS = frozenset(
+    "p h1 h2 h3 h4 h5 h6 a em strong code pre ul ol li blockquote hr br del "
+    "table thead tbody tr th td".split()
+)
+_HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())
+
+
+class _PageMarkup(HTMLParser):
+    """Every element and attribute of rendered HTML, attribute values decoded as a browser
+    decodes them (``&#x61;`` is ``a``): ``(tag,)`` and ``(tag, name, value)``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[tuple[str, ...]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found.append((tag,))
+        for name, value in attrs:
+            if (tag in _HEADINGS and name == "id") or name in ("alt", "title"):
+                value = ""  # follows the translated words; inert
+            elif tag == "a" and name == "href" and (value or "").startswith("#"):
+                value = "#"  # a link inside the page
+            self.found.append((tag, name, value or ""))
+
+
+def _page_markup(markdown: str) -> list[tuple[str, ...]]:
+    """What ``markdown`` puts on the page, rendered the way the site and the decks render it
+    (nbconvert's mistune renderer)."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune  # slow to import
+
+    parser = _PageMarkup()
+    parser.feed(markdown2html_mistune(markdown))
+    parser.close()
+    return parser.found
+
+
+def rendered_markup(english: str, translation: str) -> list[str]:
+    """Elements, attributes and addresses the rendered ``translation`` has and neither plain
+    Markdown nor the rendered ``english`` has: the page would run or load them."""
+    allowed = set(_page_markup(english)) | {(t,) for t in _MARKDOWN_TAGS}
+    allowed |= {("a", "href", "#"), ("a", "class", "anchor-link")}
+    allowed |= {(h, "id", "") for h in _HEADINGS}
+    problems = []
+    for item in dict.fromkeys(_page_markup(translation)):
+        if item not in allowed:
+            what = f"<{item[0]}>" if len(item) == 1 else f'<{item[0]} {item[1]}="{item[2]}">'
+            problems.append(
+                f"{what} on the page that the English cell does not render (the site would "
+                "show, run or load it: keep the English markup and links)"
             )
     return problems
 
@@ -759,6 +826,30 @@ def differences(english: nbformat.NotebookNode, translated: nbformat.NotebookNod
     return found
 
 
+def html_differences(
+    english: nbformat.NotebookNode, translated: nbformat.NotebookNode
+) -> list[str]:
+    """Code cells whose ``text/html`` outputs in ``translated`` are not the English ones: HTML
+    runs as it is on the site and in the decks, and only the English notebook is reviewed."""
+
+    def html(nb: nbformat.NotebookNode) -> dict[str, list]:
+        return {
+            cell.get("id", ""): [
+                o.get("data", {}).get("text/html") for o in cell.get("outputs", [])
+            ]
+            for cell in nb.cells
+            if cell.cell_type == "code"
+        }
+
+    en = html(english)
+    return [
+        f"cell {cell_id}: a text/html output differs from the English notebook's (a "
+        "translation never carries outputs of its own: `make translations`)"
+        for cell_id, outputs in html(translated).items()
+        if any(outputs) and outputs != en.get(cell_id)
+    ]
+
+
 def notebook_text(nb: nbformat.NotebookNode) -> str:
     """How ``build`` writes a notebook (nbformat's own layout, as Jupyter saves it)."""
     text = nbformat.writes(nb)
@@ -768,23 +859,80 @@ def notebook_text(nb: nbformat.NotebookNode) -> str:
 # --- commands ------------------------------------------------------------------------------
 
 
-def build(notebooks_dir: Path, lang: str, root: Path) -> list[tuple[Path, Status]]:
-    """Write every translated notebook; remove those whose English notebook is gone."""
-    done = []
+# The notebooks `build` wrote into a translation folder, by name: it overwrites and deletes only
+# these, so a learner's own notebook there (Lab's "New notebook", a saved copy) is never lost.
+BUILT = ".i18n-built.json"
+
+
+def _built(folder: Path) -> set[str]:
+    try:
+        names = json.loads((folder / BUILT).read_text(encoding="utf-8"))["notebooks"]
+        return {n for n in names if isinstance(n, str) and n == Path(n).name}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()  # no record (yet): nothing there is known to be this tool's
+
+
+def _record_built(folder: Path, names: set[str]) -> None:
+    text = json.dumps({"written_by": "tools/i18n.py build", "notebooks": sorted(names)}, indent=1)
+    record = folder / BUILT
+    if not record.is_file() or record.read_text(encoding="utf-8") != text + "\n":
+        record.write_text(text + "\n", encoding="utf-8")
+
+
+def write_translation(target: Path, text: str) -> bool:
+    """Write the translated notebook ``text`` to ``target`` unless that would overwrite a file
+    this tool did not write (one that already holds ``text`` is taken as its own); whether
+    ``target`` holds ``text`` now."""
+    folder = target.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    built = _built(folder)
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        return False
+    if target.exists() and target.read_text(encoding="utf-8", errors="replace") != text:
+        if target.name not in built:
+            return False
+        target.write_text(text, encoding="utf-8")
+    elif not target.exists():
+        target.write_text(text, encoding="utf-8")
+    _record_built(folder, built | {target.name})
+    return True
+
+
+def _kept_line(kept: list[Path]) -> str:
+    return (
+        f"kept {', '.join(_shown(p) for p in kept)}: not written by `tools/i18n.py build`, "
+        "which overwrites and deletes only its own notebooks (move one away to have it rebuilt)"
+    )
+
+
+def build(
+    notebooks_dir: Path, lang: str, root: Path, log: Callable[[str], object] = print
+) -> list[tuple[Path, Status]]:
+    """Write every translated notebook; remove those it wrote whose English notebook is gone.
+
+    A notebook in the translation folder that this tool did not write (:data:`BUILT`) is
+    neither overwritten nor deleted: ``log`` names them all in one line.
+    """
+    done, kept = [], []
     for english in english_notebooks(notebooks_dir):
         nb = read_notebook(english)
         catalog = Catalog.load(english, lang, root)
         target = translated_path(english, lang)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        text = notebook_text(translate(nb, catalog))
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
+        if not write_translation(target, notebook_text(translate(nb, catalog))):
+            kept.append(target)
         done.append((target, status(nb, catalog)))
     sources = {p.name for p in english_notebooks(notebooks_dir)}
     folder = notebooks_dir / lang
-    for leftover in sorted(folder.glob("*.ipynb")) if folder.is_dir() else []:
-        if leftover.name not in sources:
-            leftover.unlink()  # generated from a notebook that no longer exists
+    if folder.is_dir():
+        built = _built(folder)
+        for name in sorted(built - sources):  # written from a notebook that no longer exists
+            if (folder / name).is_file() or (folder / name).is_symlink():
+                (folder / name).unlink()
+        if built - sources:
+            _record_built(folder, built & sources)
+        kept += [p for p in sorted(folder.glob("*.ipynb")) if p.name not in built | sources]
+    if kept:
+        log(_kept_line(kept))
     return done
 
 
@@ -817,6 +965,8 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
         target = translated_path(english, lang)
         if not target.exists():
             problems.append(f"{name}: {_shown(target)} does not exist (`make translations`)")
+        elif html := html_differences(nb, load_notebook(target)):
+            problems.extend(f"{name}: {_shown(target)}: {p}" for p in html)
         elif target.read_text(encoding="utf-8") != notebook_text(translate(nb, catalog)):
             problems.append(
                 f"{name}: {_shown(target)} is not what `make translations` writes now (edited "
@@ -885,8 +1035,8 @@ def record(
         catalog.entries[cell_id] = Entry(text.rstrip("\n"), source_hash(sources[cell_id]))
     catalog.save([c.id for c in nb.cells])
     target = translated_path(english, lang)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(notebook_text(translate(nb, catalog)), encoding="utf-8")
+    if not write_translation(target, notebook_text(translate(nb, catalog))):
+        raise I18nError(f"recorded in {_shown(catalog.path)}; " + _kept_line([target]))
     return status(nb, catalog)
 
 

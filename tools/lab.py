@@ -8,13 +8,12 @@ Every command it suggests keeps the token in the environment: ``LAB_TOKEN=... ma
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import sys
 from pathlib import Path
 from urllib.parse import quote
-
-from tools.contract import remove_old_kernel_hook
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
@@ -54,13 +53,23 @@ def main() -> None:
     port = int(raw)
     try:  # bound as Jupyter binds (SO_REUSEADDR): a port in TIME_WAIT counts as free
         socket.create_server(("127.0.0.1", port)).close()
-    except OSError:
+    except OSError as err:
         token = "LAB_TOKEN=... " if os.environ.get("LAB_TOKEN", "").strip() else ""
-        sys.exit(
-            f"make lab: port {port} on 127.0.0.1 is already in use (another JupyterLab?). "
-            f"Stop that program or choose another port: {token}LAB_PORT={port + 1} make lab"
+        if err.errno == errno.EADDRINUSE:
+            sys.exit(
+                f"make lab: port {port} on 127.0.0.1 is already in use (another JupyterLab?). "
+                f"Stop that program or choose another port: {token}LAB_PORT={port + 1} make lab"
+            )
+        if err.errno in (errno.EACCES, errno.EPERM) and port < 1024:
+            sys.exit(
+                f"make lab: port {port} is privileged (below 1024): only root may open it. "
+                f"Choose a port from 1024 up: {token}LAB_PORT=8888 make lab"
+            )
+        other = 8888 if port != 8888 else 8890
+        sys.exit(  # not "in use": blocked by a policy, no loopback interface, ...
+            f"make lab: cannot open port {port} on 127.0.0.1: {err.strerror}. "
+            f"Try another port ({token}LAB_PORT={other} make lab) or ask your administrator"
         )
-    remove_old_kernel_hook()
     if said := install_defaults():
         print(said, flush=True)
     env = {name: value for name, value in os.environ.items() if name != "JUPYTER_TOKEN"}

@@ -20,6 +20,7 @@ code (``jupyter.source_hidden``), so the answer does not stand under the exercis
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -28,32 +29,64 @@ from pathlib import Path
 import nbformat
 
 try:
-    from tools import i18n
+    from tools import conventions, i18n
+    from tools.lessons import lesson_notebooks
 except ImportError:  # run as a script: tools/ is sys.path[0]
+    import conventions
     import i18n
+    from lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 WORDS_PER_MIN = 200
 LINES_PER_MIN = 10
 CORE_BUDGET = (5_000, 450)  # words of markdown, non-blank code lines: all five core paths
-OPTIONAL, EXERCISE, SOLUTION = "optional", "exercise", "solution"
+OPTIONAL, EXERCISE, SOLUTION = conventions.OPTIONAL, conventions.EXERCISE, conventions.SOLUTION
 PARTS = ("core", "deep dives", "exercises")
 COLLAPSED = "jp-MarkdownHeadingCollapsed"
-# The header line ``write`` keeps current, in each language.
-TIME_LINE = {
-    "en": (
-        re.compile(r"^\*\*Learner time\*\*:.*$", re.M),
-        "**Learner time**: core path about {0} min; deep dives about {1} min; "
-        "exercises about {2} min.",
-    ),
-    "zh": (
-        re.compile(r"^\*\*学习时间\*\*：.*$", re.M),
-        "**学习时间**：核心路径约 {0} 分钟；深入部分约 {1} 分钟；练习约 {2} 分钟。",
-    ),
-}
-# Where a deep dive starts inside a run of optional cells (deep dives may follow each other).
-DEEP_DIVE = re.compile(r"^#{2,4}\s+(Deep dive|深入)", re.I)
+# The header lines ``write`` keeps current, in each language (tools/conventions.py): the
+# learner times, and the run times ``tools/run_notebooks.py --record-times`` measured
+# (notebooks/run_times.json), per data set.
+RUN_TIMES = NOTEBOOKS / "run_times.json"
+
+
+def _line_pattern(lang: str, field: str) -> re.Pattern:
+    label = conventions.lesson_words(lang)["header_fields"][field]
+    return re.compile(rf"^\*\*{re.escape(label)}.*$", re.M)
+
+
+def about(seconds: float, lang: str) -> str:
+    """A measured duration as a header gives it: 7 s, 45 s, 1.5 min (zh: 7 秒, 1.5 分钟)."""
+    words = conventions.lesson_words(lang)
+    if seconds < 90:
+        n = max(1, round(seconds)) if seconds < 20 else 5 * round(seconds / 5)
+        return words["seconds"].format(n)
+    return words["minutes"].format(f"{round(seconds / 30) / 2:g}")  # to the half minute
+
+
+def run_line(stem: str, lang: str) -> str | None:
+    """The run-time line for notebook ``stem`` from notebooks/run_times.json, or None when
+    no run of it was recorded on the subset."""
+    times = json.loads(RUN_TIMES.read_text(encoding="utf-8")) if RUN_TIMES.is_file() else {}
+    measured = times.get("notebooks", {}).get(stem, {})
+    if "subset" not in measured:
+        return None
+    words = {k: about(v, lang) for k, v in measured["subset"].items()}
+    templates = conventions.lesson_words(lang)
+    if "full" not in measured:
+        return templates["run_time_line"].format(**words)
+    full = {f"{k}_full": about(v, lang) for k, v in measured["full"].items()}
+    return templates["run_time_line_full"].format(**words, **full)
+
+
+# Where a deep dive starts inside a run of optional cells (deep dives may follow each other):
+# a heading that opens with the deep-dive word of any language.
+DEEP_DIVE = re.compile(
+    r"^#{2,4}\s+("
+    + "|".join(re.escape(conventions.lesson_words(c)["deep_dive"]) for c in conventions.codes())
+    + ")",
+    re.I,
+)
 
 
 def minutes(words: int, lines: int) -> int:
@@ -135,7 +168,8 @@ def deep_dives(nb: nbformat.NotebookNode) -> list[DeepDive]:
 
 
 def time_line(lesson: Lesson, lang: str) -> str:
-    return TIME_LINE[lang][1].format(*(lesson.parts[p].minutes for p in PARTS))
+    template = conventions.lesson_words(lang)["learner_time_line"]
+    return template.format(*(lesson.parts[p].minutes for p in PARTS))
 
 
 def problems(path: Path) -> list[str]:
@@ -151,6 +185,15 @@ def problems(path: Path) -> list[str]:
     entry = catalog.entries.get(nb.cells[0].get("id", "")) if nb.cells else None
     if entry is not None and time_line(lesson, "zh") not in entry.text:
         found.append(f"{path.name}: the Chinese header should say '{time_line(lesson, 'zh')}'")
+    if (want_run := run_line(path.stem, "en")) is None:
+        found.append(
+            f"{path.name}: no run time recorded in {RUN_TIMES.name}: "
+            f"python -m tools.run_notebooks --record-times {path.name}"
+        )
+    elif want_run not in header:
+        found.append(f"{path.name}: the header should say '{want_run}'")
+    elif entry is not None and run_line(path.stem, "zh") not in entry.text:
+        found.append(f"{path.name}: the Chinese header should say '{run_line(path.stem, 'zh')}'")
     for dive in lesson.deep_dives:
         cell = nb.cells[dive.start]
         if cell.cell_type != "markdown" or not DEEP_DIVE.match(cell.source):
@@ -170,6 +213,16 @@ def _is_solution_code(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and "solution" in cell.metadata.get("tags", [])
 
 
+def _stamp(header: str, lesson: Lesson, stem: str, lang: str) -> str:
+    """``header`` (a first cell's text in ``lang``) with its learner-time and run-time lines
+    as measured."""
+    learner = time_line(lesson, lang)
+    header = _line_pattern(lang, "Learner time").sub(lambda _: learner, header)
+    if (run := run_line(stem, lang)) is not None:
+        header = _line_pattern(lang, "Run time").sub(lambda _: run, header)
+    return header
+
+
 def write(path: Path) -> bool:
     """Stamp the learner times and the collapsed flags; True when something changed."""
     nb = nbformat.read(path, as_version=4)
@@ -177,9 +230,7 @@ def write(path: Path) -> bool:
     before = nbformat.writes(nb)
     header = nb.cells[0]
     old_header = header.source
-    pattern, _ = TIME_LINE["en"]
-    if pattern.search(header.source):
-        header.source = pattern.sub(time_line(lesson, "en"), header.source)
+    header.source = _stamp(header.source, lesson, path.stem, conventions.SOURCE)
     for cell in nb.cells:
         cell.metadata.pop(COLLAPSED, None)
     for dive in lesson.deep_dives:
@@ -195,8 +246,7 @@ def write(path: Path) -> bool:
     catalog = i18n.Catalog.load(path)
     entry = catalog.entries.get(header.get("id", ""))
     if entry is not None:
-        pattern, _ = TIME_LINE["zh"]
-        text = pattern.sub(time_line(lesson, "zh"), entry.text)
+        text = _stamp(entry.text, lesson, path.stem, "zh")
         # A translation that was current stays current: only the numbers changed.
         fresh = entry.en_hash == i18n.source_hash(old_header)
         new_hash = i18n.source_hash(header.source) if fresh else entry.en_hash
@@ -276,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="?", default="table", choices=("table", "write", "check"))
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = args.notebooks or lesson_notebooks(NOTEBOOKS)
     if args.command == "table":
         print(table(paths))
     elif args.command == "write":

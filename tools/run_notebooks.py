@@ -16,6 +16,8 @@ when every cell ran, and without execution timestamps, so a diff shows what real
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import sys
 import time
@@ -28,9 +30,10 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 try:
-    from tools import contract
+    from tools import contract, lesson_size
 except ImportError:  # run as a script: tools/ is sys.path[0]
     import contract
+    import lesson_size
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD_LINES = 3  # of the failing cell's source
@@ -43,6 +46,57 @@ class Result:
     passed: bool
     seconds: float
     report: str = ""  # empty when passed
+    cell_seconds: dict[str, float] | None = None  # "whole", "core": the code cells' run time
+
+
+def cell_seconds(nb: nbformat.NotebookNode) -> dict[str, float]:
+    """How long the code cells ran (nbclient's timestamps), all of them and the core path's:
+    what a learner waits for, without the kernel's start."""
+    from datetime import datetime
+
+    totals = {"whole": 0.0, "core": 0.0}
+    for cell in nb.cells:
+        stamps = cell.metadata.get("execution", {})
+        if cell.cell_type != "code" or "shell.execute_reply" not in stamps:
+            continue
+        began = stamps.get("iopub.execute_input") or stamps["shell.execute_reply.started"]
+        took = (
+            datetime.fromisoformat(stamps["shell.execute_reply"].replace("Z", "+00:00"))
+            - datetime.fromisoformat(began.replace("Z", "+00:00"))
+        ).total_seconds()
+        totals["whole"] += took
+        if lesson_size.part_of(cell) == "core":
+            totals["core"] += took
+    return totals
+
+
+def _cpu_model() -> str:
+    """The CPU's model name where the system says it (Linux), else the platform's word."""
+    import platform
+
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def record_times(path: Path, seconds: dict[str, float], environ=os.environ) -> str:
+    """Store one run's times in notebooks/run_times.json under the data set it used (the
+    subset, or ``full`` when BLITZ_CIFAR10=full), for ``lesson_size write``; which key."""
+    data = "full" if environ.get("BLITZ_CIFAR10", "").strip().lower() == "full" else "subset"
+    store = lesson_size.RUN_TIMES
+    times = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else {}
+    times.setdefault("notebooks", {}).setdefault(path.stem, {})[data] = {
+        k: round(v, 1) for k, v in seconds.items()
+    }
+    times["measured_with"] = (
+        f"python -m tools.run_notebooks --record-times on {_cpu_model()}, {os.cpu_count()} "
+        f"CPUs, OMP_NUM_THREADS={environ.get('OMP_NUM_THREADS', 'unset')}"
+    )
+    store.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return data
 
 
 def describe_device() -> tuple[str, bool]:
@@ -90,10 +144,10 @@ def _failure_report(
     return f"  FAILED at {where}\n    error:\n{_indent(_error_tail(err, timeout))}"
 
 
-def run_one(path: Path, out_dir: Path | None, timeout: int, kernel: str) -> Result:
-    """Execute one notebook in its own folder; write the executed copy to ``out_dir``, or
-    (``out_dir`` None) over the notebook itself if every cell ran."""
-    nb = nbformat.read(path, as_version=4)
+def execute(nb: nbformat.NotebookNode, path: Path, timeout: int, kernel: str) -> Result:
+    """Run ``nb`` (read from ``path``) top to bottom in memory, in ``path``'s folder: its
+    outputs and timestamps are filled in, nothing is written. The caller applies the test
+    contract (``contract.apply()``), as ``main`` and ``make html EXECUTE=1`` do."""
     running: list[int] = []  # index of the cell being executed, set by nbclient's hook
 
     def on_cell_execute(cell: nbformat.NotebookNode, cell_index: int) -> None:
@@ -105,18 +159,26 @@ def run_one(path: Path, out_dir: Path | None, timeout: int, kernel: str) -> Resu
         kernel_name=kernel,
         resources={"metadata": {"path": str(path.parent)}},  # the kernel's working directory
         on_cell_execute=on_cell_execute,
-        record_timing=out_dir is not None,  # stored notebooks keep no timestamps
+        record_timing=True,  # for the run times; stored notebooks keep no timestamps
     )
     start = time.perf_counter()
     try:
         client.execute()
-        result = Result(True, time.perf_counter() - start)
+        result = Result(True, time.perf_counter() - start, cell_seconds=cell_seconds(nb))
     # RuntimeError covers DeadKernelError and a kernel that does not start: report, go on.
     except (CellExecutionError, CellTimeoutError, RuntimeError) as err:
         index = running[0] if running else None
         result = Result(
             False, time.perf_counter() - start, _failure_report(nb, index, err, timeout)
         )
+    return result
+
+
+def run_one(path: Path, out_dir: Path | None, timeout: int, kernel: str) -> Result:
+    """Execute one notebook in its own folder; write the executed copy to ``out_dir``, or
+    (``out_dir`` None) over the notebook itself if every cell ran."""
+    nb = nbformat.read(path, as_version=4)
+    result = execute(nb, path, timeout, kernel)
     if out_dir is None:
         if result.passed:
             for cell in nb.cells:  # timestamps an older run left
@@ -142,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         "--inplace", action="store_true", help="store the outputs in the notebooks (make refresh)"
     )
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    parser.add_argument(
+        "--record-times",
+        action="store_true",
+        help="store each passing notebook's run time in notebooks/run_times.json, the source of "
+        "the headers' run-time lines (then: python -m tools.lesson_size write); --inplace does too",
+    )
     args = parser.parse_args(argv)
     contract.apply()
     missing = [str(p) for p in args.notebooks if not p.is_file()]
@@ -176,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         if not result.passed:
             print(result.report, flush=True)
             failed += 1
+        elif (args.record_times or args.inplace) and result.cell_seconds:
+            data = record_times(path, result.cell_seconds)
+            print(f"       run time recorded ({data}): {result.cell_seconds}", flush=True)
     where = "stored in place (failed ones left as they were)" if args.inplace else args.out_dir
     print(f"{len(args.notebooks) - failed} passed, {failed} failed; executed copies: {where}")
     return 1 if failed else 0

@@ -29,6 +29,7 @@ from pathlib import Path
 import nbformat
 
 from tools.lesson_size import NOTEBOOKS, part_of
+from tools.lessons import lesson_notebooks
 
 SLIDE, FRAGMENT, SKIP, CONTINUE = "slide", "fragment", "skip", "-"
 _HEADING = re.compile(r"^(#{1,6})\s")
@@ -81,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["write", "check"])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/*.ipynb")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+    paths = args.notebooks or lesson_notebooks(NOTEBOOKS)
+    if missing := [str(p) for p in paths if not p.is_file()]:
+        print(f"error: no such notebook: {', '.join(missing)}", file=sys.stderr)
+        return 2
     problems = []
     for path in paths:
         nb = nbformat.read(path, as_version=4)

@@ -20,7 +20,7 @@ def get_device() -> torch.device:
 
 def try_gpu(i: int = 0) -> torch.device:
     """GPU number `i` if this machine has it, otherwise the CPU."""
-    if not isinstance(i, int) or i < 0:
+    if not isinstance(i, int) or isinstance(i, bool) or i < 0:  # True is an int in Python
         raise ValueError(f"try_gpu: i must be a GPU number (0, 1, ...), got {i!r}")
     if i < torch.cuda.device_count():
         return torch.device(f"cuda:{i}")
