@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -713,7 +715,7 @@ def test_search_finds_a_section(browser, site: Path, served_site: str) -> None:
     assert f"{NOTEBOOKS[0].stem}.html#{anchor}" in hits, f"searching {text!r} gave {hits}"
 
 
-# --- seams a teacher walked into (issue 26) -------------------------------------------------
+# --- seams a teacher walks into: one run-time source, solutions, search, the core switch ----
 
 UI = {code: conventions.strings(code) for code in ("en", "zh")}
 # The first cell's run-time line: "**Run time**: ..." (CONTRIBUTING.md), zh "**运行时间：** ...".
@@ -930,3 +932,30 @@ def test_lesson_size_writes_the_readmes_learner_times(tmp_path: Path) -> None:
     assert lesson_size.readme_problems(paths, readme) == []
     readme.write_text(fresh.replace("| 08 | y | c | 3 / 1 / 1 min |\n", ""))
     assert "one row per notebook" in lesson_size.readme_problems(paths, readme)[0]
+
+
+# Rule: an --out that cannot be the site's own folder is refused in one line, nothing touched.
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", ["inside-a-file", "symlink"])
+def test_build_site_refuses_an_out_that_cannot_be_its_folder(tmp_path: Path, case: str) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    if case == "inside-a-file":
+        out = notes / "site"
+    else:  # a link to a folder of one's own (shutil.rmtree would raise on it)
+        (tmp_path / "mine").mkdir()
+        (tmp_path / "mine" / "notes.txt").write_text("mine")
+        out = tmp_path / "site"
+        out.symlink_to(tmp_path / "mine", target_is_directory=True)
+    before = sorted(tmp_path.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"build_site.py: error: --out {out} ")
+    assert sorted(tmp_path.rglob("*")) == before and notes.read_text() == "mine"  # untouched
