@@ -43,7 +43,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: never)")
     p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--out-dir", required=True)
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
     args = p.parse_args(argv)
     for name in ("steps", "seed", "epochs", "batch_size", "num_train", "num_test", "width"):
@@ -54,6 +54,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--seed must be less than 2**32")
     if not 0 < args.lr < math.inf:  # nan too
         p.error("--lr must be a positive number")
+    if not args.out_dir.strip():  # Path("") is the current folder: the repository's root
+        p.error("--out-dir must name a folder (an empty one means the current folder)")
+    args.out_dir = Path(args.out_dir)
     return args
 
 
@@ -98,11 +101,11 @@ def make_data(args: argparse.Namespace, world_size: int) -> tuple[TensorDataset,
         # read what it left in data/.
         first_here = int(os.environ.get("LOCAL_RANK", "0")) == 0
         if first_here:
-            cifar = utils.load_cifar10(root="data")  # notebook 04's loader
+            cifar = load_cifar10()
         if world_size > 1:
             dist.barrier()
         if not first_here:
-            cifar = utils.load_cifar10(root="data")
+            cifar = load_cifar10()
         sizes = {"train": len(cifar.train), "test": len(cifar.test)}
     for split, size in sizes.items():
         if (asked := getattr(args, f"num_{split}")) > size:
@@ -119,6 +122,14 @@ def make_data(args: argparse.Namespace, world_size: int) -> tuple[TensorDataset,
         first = SimpleNamespace(data=split.data[:n], targets=split.targets[:n])  # n images only
         parts.append(TensorDataset(*utils.to_tensors(first, mean, std)))  # notebook 04's
     return parts[0], parts[1]
+
+
+def load_cifar10() -> utils.CIFAR10Data:
+    """Notebook 04's loader, from ./data; what is wrong (no data, no network) in one line."""
+    try:
+        return utils.load_cifar10(root="data")
+    except (utils.CIFAR10Unavailable, utils.SubsetError, ValueError) as err:
+        raise SystemExit(str(err)) from None
 
 
 @torch.no_grad()

@@ -75,16 +75,14 @@ def auto_choice(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """torchvision's CIFAR-10 download fails as it does without a network."""
-    import torchvision.datasets.cifar as cifar
-
+    """The CIFAR-10 download fails as it does without a network."""
     calls: list[str] = []
 
     def offline(url: str, *args, **kwargs) -> None:
         calls.append(url)
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
-    monkeypatch.setattr(cifar, "download_and_extract_archive", offline)
+    monkeypatch.setattr(data_mod, "_download", offline)
     monkeypatch.delenv(SUBSET_ENV, raising=False)
     return calls
 
@@ -173,9 +171,12 @@ def test_torchvision_path_is_used_without_the_env_var(tmp_path: Path, monkeypatc
                 np.zeros((n, 32, 32, 3), np.uint8), [0] * n, CIFAR10_CLASSES, transform
             )
 
+    downloads: list[Path] = []
     monkeypatch.setattr(tvd, "CIFAR10", FakeCIFAR10)
+    monkeypatch.setattr(data_mod, "_download_cifar10", lambda root, cls: downloads.append(root))
     d = load_cifar10(root=tmp_path / "data")
-    assert made == [(tmp_path / "data", True, True), (tmp_path / "data", False, True)]
+    assert downloads == [tmp_path / "data"]  # downloaded here, then read by torchvision
+    assert made == [(tmp_path / "data", True, False), (tmp_path / "data", False, False)]
     data_dir = (tmp_path / "data").as_posix()
     assert d.source == f"full CIFAR-10: 50 training / 10 test images in {data_dir}/"
     assert d.classes == CIFAR10_CLASSES
@@ -246,6 +247,7 @@ def offline_full(full_download: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.setattr(tvd.CIFAR10, "_check_integrity", lambda self: True)
     monkeypatch.setattr(cifar, "check_integrity", lambda *args, **kwargs: True)
+    monkeypatch.setattr(data_mod, "_whole", lambda *args: True)  # the download's own check
     monkeypatch.delenv(SUBSET_ENV, raising=False)
     return full_download
 
@@ -410,7 +412,7 @@ def test_a_server_that_trickles_bytes_is_bounded_in_total(
     monkeypatch.setattr(data_mod, "DOWNLOAD_TIMEOUT_S", 1.0)  # silence: never reached
     monkeypatch.setattr(data_mod, "DOWNLOAD_TOTAL_S", 2.0)
     monkeypatch.delenv(SUBSET_ENV, raising=False)
-    start = time.monotonic()
+    start, readinto = time.monotonic(), socket.SocketIO.readinto
     try:
         with pytest.raises(CIFAR10Unavailable) as info:
             load_cifar10(root=tmp_path / "data")
@@ -424,7 +426,8 @@ def test_a_server_that_trickles_bytes_is_bounded_in_total(
     assert "connect to the internet" in msg and f"{SUBSET_ENV}=/path/to/" in msg, msg
     assert took < 2.0 + 1.0 + 3.0, f"the 2 s bound ended the download after {took:.1f} s"
     assert socket.getdefaulttimeout() is None, "the global socket timeout was not restored"
-    assert socket.SocketIO.readinto is data_mod._READINTO, "socket reads were not restored"
+    assert socket.SocketIO.readinto is readinto, "socket reads were changed"
+    assert not list((tmp_path / "data").glob("*.partial")), "a partial download was left"
 
 
 def test_an_unreadable_subset_is_a_subset_error(tmp_path: Path, monkeypatch) -> None:
@@ -576,3 +579,164 @@ def test_write_subset_makes_a_file_that_loads_as_the_subset(
     assert d.source.endswith("5,000 training / 1,000 test images, from cifar10-subset.npz")
     arrays = (d.train.data, d.train.targets, d.test.data, d.test.targets)
     assert data_mod._arrays_sha256(*arrays) == data_mod.SUBSET_ARRAYS_SHA256
+
+
+# --- our own download: nothing patched, md5 checked, extracted safely ------------------------
+
+
+def _tiny_cifar10(folder: Path) -> dict[str, str]:
+    """A torchvision-format cifar-10-batches-py of 2 images per batch: md5 per file name."""
+    import pickle
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {"data": rng.integers(0, 256, (2, 3072), dtype=np.uint8), "labels": [1, 2]}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": list(CIFAR10_CLASSES)}))
+    return {f.name: hashlib.md5(f.read_bytes()).hexdigest() for f in folder.iterdir()}
+
+
+def _archive(members: dict[str, Path], path: Path) -> str:
+    """A .tar.gz of ``members`` (name in the archive -> file); its md5."""
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, source in members.items():
+            tar.add(source, arcname=name)
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def serve(monkeypatch: pytest.MonkeyPatch):
+    """serve(bytes): torchvision's CIFAR-10 URL now answers with them, from 127.0.0.1; returns
+    what the server saw of the socket module while it answered."""
+    import http.server
+    import socket
+    import threading
+
+    import torchvision.datasets as tvd
+
+    seen: list[tuple] = []
+    servers = []
+
+    def start(body: bytes) -> list[tuple]:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append((socket.SocketIO.readinto, socket.getdefaulttimeout()))
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        url = f"http://127.0.0.1:{server.server_address[1]}/cifar-10-python.tar.gz"
+        monkeypatch.setattr(tvd.CIFAR10, "url", url)
+        return seen
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.timeout(60)
+def test_the_download_patches_nothing_and_torchvision_reads_what_it_extracted(
+    tmp_path: Path, monkeypatch, serve
+) -> None:
+    # Rule: no patch of a library's internals at run time, not even while downloading.
+    import socket
+
+    import torchvision.datasets as tvd
+
+    md5s = _tiny_cifar10(tmp_path / "src" / "cifar-10-batches-py")
+    archive = tmp_path / "src.tar.gz"
+    folder = tmp_path / "src" / "cifar-10-batches-py"
+    tgz_md5 = _archive({f"cifar-10-batches-py/{n}": folder / n for n in md5s}, archive)
+    cls = tvd.CIFAR10
+    monkeypatch.setattr(cls, "train_list", [[n, md5s[n]] for n, _ in cls.train_list])
+    monkeypatch.setattr(cls, "test_list", [[n, md5s[n]] for n, _ in cls.test_list])
+    monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": md5s["batches.meta"]})
+    monkeypatch.setattr(cls, "tgz_md5", tgz_md5)
+    original = (socket.SocketIO.readinto, socket.getdefaulttimeout())
+    seen = serve(archive.read_bytes())
+    d = load_cifar10(root=tmp_path / "data")
+    assert seen == [original], "socket reads or the default timeout were changed"
+    assert (len(d.train), len(d.test)) == (10, 2) and d.train.targets[:2] == [1, 2]
+    assert isinstance(d.train, tvd.CIFAR10)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
+        "cifar-10-batches-py",
+        "cifar-10-python.tar.gz",
+    ]
+    load_cifar10(root=tmp_path / "data")  # whole now: not downloaded again
+    assert len(seen) == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_download_with_another_md5_is_one_line_and_leaves_nothing(tmp_path: Path, serve) -> None:
+    # Rule: a damaged download is named in one line, and no half file stays behind.
+    serve(b"not the archive at all")
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=tmp_path / "data")
+    msg = str(info.value)
+    assert "has md5 " in msg and "expected c58f30108f718f92721af3b95e74349a" in msg, msg
+    assert "\n" not in msg and info.value.__cause__ is None
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+def test_an_archive_cannot_write_outside_its_folder(tmp_path: Path, monkeypatch, serve) -> None:
+    # Rule: a downloaded archive is extracted safely: nothing lands outside the data folder.
+    import torchvision.datasets as tvd
+
+    (tmp_path / "payload.txt").write_text("injected")
+    archive = tmp_path / "evil.tar.gz"
+    md5 = _archive({"../outside.txt": tmp_path / "payload.txt"}, archive)
+    monkeypatch.setattr(tvd.CIFAR10, "tgz_md5", md5)
+    serve(archive.read_bytes())
+    (tmp_path / "data").mkdir()
+    with pytest.raises(CIFAR10Unavailable, match="outside"):
+        load_cifar10(root=tmp_path / "data")
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_an_empty_data_folder_offline_is_one_line_in_the_script(
+    no_network: list[str], tmp_path: Path, monkeypatch
+) -> None:
+    # Rule: bad input gets one clear line, never a traceback.
+    import importlib.util
+
+    from utils import launch
+
+    spec = importlib.util.spec_from_file_location("train_ddp", launch.TRAIN_DDP_SCRIPT)
+    train_ddp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_ddp)
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train_ddp.main(["--data", "cifar10", "--out-dir", str(tmp_path / "run")])
+    msg = str(info.value)
+    assert msg.startswith("CIFAR-10 is not available. Tried:") and "\n" not in msg, msg
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_cause_in_a_cifar10_message_is_whole_on_one_line(tmp_path: Path, monkeypatch) -> None:
+    # Rule: an error message is whole, and one line.
+    import torchvision.datasets as tvd
+
+    reason = "the folder said " + "no " * 100 + "at the very end"
+
+    class Failing:
+        def __init__(self, *args, **kwargs) -> None:
+            raise RuntimeError(f"{reason}\n(second line)")
+
+    monkeypatch.setattr(tvd, "CIFAR10", Failing)
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=tmp_path, download=False)
+    msg = str(info.value)
+    assert f"(RuntimeError: {reason} (second line))." in msg and "\n" not in msg, msg

@@ -236,7 +236,7 @@ def test_a_bad_checkpoint_gives_a_clear_message_on_resume(
 
 def test_a_node_whose_master_never_comes_gives_up(tmp_path: Path) -> None:
     """Node 1 alone: the rendezvous timeout ends it, well within the subprocess bound, in one
-    line (tests/test_attacks_training.py checks node 0 alone too)."""
+    line (tests/test_train_ddp.py checks node 0 alone too)."""
     proc = run(torchrun(1, tmp_path, nnodes=2, node_rank=1, rdzv_timeout=3))
     assert proc.returncode != 0
     assert "its master (node 0) at 127.0.0.1:" in proc.stderr

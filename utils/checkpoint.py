@@ -7,6 +7,7 @@ Notebook 04 teaches what a checkpoint holds. Here: atomic saves, a save-time ref
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import os
 import pickle
@@ -169,6 +170,16 @@ def lock_folder(folder: str | Path):
         file = next((p for p in (folder, *folder.parents) if p.is_file()), None)
         why = f"{'it' if file == folder else file} is a file" if file else err.strerror
         raise SystemExit(f"cannot write to {folder} ({why}): pass another --out-dir") from None
+    # A read-only folder that already holds a .lock opens it all the same: write a file of
+    # one's own there now, rather than learn it at the first save, after an epoch of training.
+    probe = folder / f"{_TMP_PREFIX}probe.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as err:
+        handle.close()
+        why = err.strerror or type(err).__name__
+        raise SystemExit(f"cannot write to {folder} ({why}): pass another --out-dir") from None
     try:
         import fcntl
     except ImportError:
@@ -183,8 +194,13 @@ def lock_folder(folder: str | Path):
     return handle
 
 
+def _one_line(text: object) -> str:
+    """``text`` whole, on one line: a message is never cut, nor spread over several lines."""
+    return " ".join(str(text).split())
+
+
 def _unreadable(path: Path, err: BaseException) -> CheckpointError:
-    detail = (str(err).strip().splitlines() or [""])[0][:200]  # the rest is noise
+    detail = _one_line(err)
     why = f"it is corrupt or truncated, or not a PyTorch file ({type(err).__name__}: {detail})"
     fix = "Make it readable." if isinstance(err, PermissionError) else _DELETE
     return CheckpointError(f"cannot read the checkpoint {path}: {why}. {fix}")
@@ -203,7 +219,18 @@ def _check_crc(path: Path) -> None:
             folders = [i.filename for i in zf.infolist() if i.is_dir() or i.external_attr & 0x10]
             bad = folders[0] if folders else zf.testzip()
     except zipfile.BadZipFile:
-        return  # not a zip at all: torch.load says what it is
+        with open(path, "rb") as f:
+            head = f.read(4)
+        # torch.save has written zip archives since torch 1.6, and save_checkpoint always
+        # does: anything else that does not even start like one (a text file, a legacy or
+        # foreign pickle) is no checkpoint, and its bytes must not reach the unpickler,
+        # whose refusal would talk of code; an empty file or a cut zip is a truncated one.
+        if head and not head.startswith(b"PK"):
+            raise CheckpointError(
+                f"{path} is not a checkpoint file (a checkpoint is a zip archive written by "
+                "torch.save): pass the path of a checkpoint.pt that save_checkpoint wrote"
+            ) from None
+        return  # truncated: torch.load says so
     except CheckpointError:
         raise
     except Exception as err:  # a damaged zip directory: bad names, versions, offsets...
@@ -240,12 +267,104 @@ def _malformed(ckpt: dict[str, Any]) -> str | None:
     return None
 
 
+def _kind(value: Any) -> str:
+    """What sort of value ``value`` is, in words, for comparing a saved state with a live one."""
+    for types, name in (
+        ((bool, int, float), "a number"),
+        (torch.Tensor, "a tensor"),
+        (str, "a string"),
+        (dict, "a dict"),
+        ((list, tuple), "a list"),
+    ):
+        if isinstance(value, types):
+            return name
+    return type(value).__name__
+
+
+def _wrong_type(saved: Any, mine: Any, where: str) -> str | None:
+    """Where ``saved`` holds another kind of value than the live state ``mine`` (recursively);
+    None: the same kinds. None on either side is an unset option and goes with anything."""
+    if saved is None or mine is None:
+        return None
+    if _kind(saved) != _kind(mine):
+        return f"{where} is {_kind(saved)} where {_kind(mine)} belongs"
+    if isinstance(mine, dict):
+        pairs = [(saved[k], mine[k], f"{where}[{k!r}]") for k in mine.keys() & saved.keys()]
+    elif isinstance(mine, (list, tuple)) and len(mine) == len(saved):
+        pairs = [(s, m, f"{where}[{i}]") for i, (s, m) in enumerate(zip(saved, mine, strict=True))]
+    else:
+        pairs = []
+    return next((why for s, m, w in pairs if (why := _wrong_type(s, m, w))), None)
+
+
+def _form(t: torch.Tensor) -> str:
+    """How a tensor is stored, as far as copying it into a parameter cares."""
+    if t.is_meta:
+        return "a meta tensor (no data)"
+    if t.layout != torch.strided:
+        return f"a {str(t.layout).removeprefix('torch.')} tensor"
+    parts = [p for p, on in (("quantized", t.is_quantized), ("nested", t.is_nested)) if on]
+    return f"a {' '.join([*parts, 'complex' if t.is_complex() else 'real'])} tensor"
+
+
+def _optimizer_problem(saved: Any, optimizer: Any) -> str | None:
+    """How an optimizer state does not fit ``optimizer`` or is malformed; None: it fits."""
+    groups = saved.get("param_groups")
+    if not (
+        isinstance(saved.get("state"), dict)
+        and isinstance(groups, list)
+        and all(isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups)
+    ):
+        return "is malformed: its optimizer state is not a dict of 'state' and 'param_groups'"
+    mine = [len(g["params"]) for g in optimizer.param_groups]
+    if (theirs := [len(g["params"]) for g in groups]) != mine:
+        return (
+            f"does not fit this optimizer: its parameter groups hold {theirs} "
+            f"parameters, this optimizer's {mine}: build it as the saved run did"
+        )
+    params: dict[Any, torch.Tensor] = {}
+    for i, (group, live) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
+        settings = {k: v for k, v in live.items() if k != "params"}
+        if why := _wrong_type(group, settings, f"optimizer setting (group {i})"):
+            return f"is malformed: its {why}"
+        params.update(zip(group["params"], live["params"], strict=True))
+    # LBFGS keeps one flat state for all parameters under the first: no shapes to compare
+    flat = isinstance(optimizer, torch.optim.LBFGS)
+    for key, state in saved["state"].items():
+        if key not in params:
+            return f"is malformed: its optimizer state names parameter {key!r}, which no group has"
+        where = f"optimizer state of parameter {key!r}"
+        if not isinstance(state, dict):
+            return f"is malformed: its {where} is {_kind(state)} where a dict belongs"
+        mine_state = optimizer.state.get(params[key], {})
+        for name, value in state.items():
+            if _kind(value) not in ("a tensor", "a number", "a list") and value is not None:
+                return f"is malformed: its {where} holds {_kind(value)} under {name!r}"
+            if why := _wrong_type(value, mine_state.get(name), f"{where}[{name!r}]"):
+                return f"is malformed: its {why}"
+            if isinstance(value, torch.Tensor) and not flat:
+                shape = tuple(params[key].shape)
+                try:  # a running average has the parameter's shape, a step count none
+                    fits = torch.broadcast_shapes(value.shape, shape) == shape
+                except RuntimeError:
+                    fits = False
+                if not fits or _form(value) != _form(params[key]):
+                    what = f"{_form(value)} of shape {tuple(value.shape)}"
+                    return f"is malformed: its {where}[{name!r}] is {what}, the parameter {shape}"
+    return None
+
+
 def _misfit(ckpt: dict[str, Any], model: nn.Module, optimizer: Any, scheduler: Any) -> str | None:
-    """How the checkpoint does not fit the objects given; None: it fits."""
+    """How the checkpoint does not fit the objects given, or holds a value of the wrong type
+    for them; None: it fits."""
     mine, saved = unwrap_model(model).state_dict(), ckpt["model"]
 
     def shape(v: Any) -> Any:
         return tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__
+
+    def first(names: list) -> str:
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        return ", ".join(map(str, names[:3])) + more
 
     missing, unexpected = sorted(mine.keys() - saved.keys()), sorted(saved.keys() - mine.keys())
     resized = [
@@ -255,8 +374,13 @@ def _misfit(ckpt: dict[str, Any], model: nn.Module, optimizer: Any, scheduler: A
     ]
     if missing or unexpected or resized:
         found = [("missing", missing), ("unexpected", unexpected), ("saved vs this model", resized)]
-        what = "; ".join(f"{name}: {', '.join(map(str, v[:3]))}" for name, v in found if v)
+        what = "; ".join(f"{name}: {first(v)}" for name, v in found if v)
         return f"does not fit this model (saved from another architecture?): {what}"
+    for k, v in mine.items():  # load_state_dict would copy the others, then fail on this one
+        if isinstance(v, torch.Tensor) and _form(saved[k]) != _form(v):
+            return (
+                f"is malformed: its model value {k} is {_form(saved[k])}, this model's {_form(v)}"
+            )
     for kind, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
         if obj is None:
             continue
@@ -268,15 +392,34 @@ def _misfit(ckpt: dict[str, Any], model: nn.Module, optimizer: Any, scheduler: A
                 f"was saved with {saved_type}, but {type(obj).__name__} was given: build the "
                 f"same {kind} as the saved run, or pass {kind}=None"
             )
-    if optimizer is not None:
-        groups = [len(g["params"]) for g in optimizer.param_groups]
-        saved_groups = [len(g["params"]) for g in ckpt["optimizer"]["param_groups"]]
-        if groups != saved_groups or not isinstance(ckpt["optimizer"]["state"], dict):
-            return (
-                f"does not fit this optimizer: its parameter groups hold {saved_groups} "
-                f"parameters, this optimizer's {groups}: build it as the saved run did"
-            )
+    if optimizer is not None and (why := _optimizer_problem(ckpt["optimizer"], optimizer)):
+        return why
+    if scheduler is not None:
+        live = scheduler.state_dict()
+        # load_state_dict sets every saved name as an attribute: never one that is no state
+        if foreign := sorted(
+            k for k in ckpt["scheduler"] if k not in live and k in vars(scheduler)
+        ):
+            return f"is malformed: its scheduler state would replace {first(foreign)}"
+        if why := _wrong_type(ckpt["scheduler"], live, "scheduler state"):
+            return f"is malformed: its {why}"
     return None
+
+
+def _trial_copies(optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """Copies of the optimizer and scheduler to try a load on first: they share the model's
+    parameters and the optimizer, which their ``load_state_dict`` only reads."""
+    driven = optimizer if optimizer is not None else getattr(scheduler, "optimizer", None)
+    groups = getattr(driven, "param_groups", [])
+    shared = {id(p): p for g in groups for p in g["params"]}  # never copy the weights
+    copies = {}
+    if optimizer is not None:
+        with contextlib.suppress(Exception):  # not copyable (a lock inside): loaded untried
+            copies["optimizer"] = copy.deepcopy(optimizer, dict(shared))
+    if scheduler is not None:
+        with contextlib.suppress(Exception):  # the copy drives the real optimizer
+            copies["scheduler"] = copy.deepcopy(scheduler, {**shared, id(driven): driven})
+    return copies
 
 
 def load_checkpoint(
@@ -316,18 +459,40 @@ def load_checkpoint(
         raise CheckpointError(f"the checkpoint {path} is malformed: {why}. {_DELETE}")
     try:
         why = _misfit(ckpt, model, optimizer, scheduler)
-    except Exception as err:  # e.g. an optimizer state without param_groups
-        why = f"is malformed ({type(err).__name__}: {err}). {_DELETE}"
+    except Exception as err:  # a structure no check foresaw
+        why = f"is malformed ({type(err).__name__}: {_one_line(err)})"
     if why:
-        raise CheckpointError(f"the checkpoint {path} {why}")
-    try:  # checked above: this fails only in ways no check foresaw
-        unwrap_model(model).load_state_dict(ckpt["model"])
+        fix = f" {_DELETE}" if why.startswith("is malformed") else ""
+        raise CheckpointError(f"the checkpoint {path} {why.rstrip('.')}.{fix}")
+    # Every part is tried before any is applied: a scheduler's load_state_dict may set some
+    # attributes and then raise (ReduceLROnPlateau with an unknown mode), a model's may copy
+    # some weights and then raise; the caller's objects never end up half-loaded.
+    for kind, trial in _trial_copies(optimizer, scheduler).items():
+        try:
+            trial.load_state_dict(dict(ckpt[kind]))  # a copy: LambdaLR's pops from it
+        except Exception as err:
+            why = f"{type(err).__name__}: {_one_line(err)}"
+            raise CheckpointError(
+                f"the checkpoint {path} is malformed: its {kind} state does not load into "
+                f"this {type(trial).__name__} ({why}). {_DELETE}"
+            ) from err
+    why = "does not fit this model/optimizer/scheduler (saved from another architecture?)"
+    raw = unwrap_model(model)
+    # a copy on the CPU (a meta tensor has no data to keep): what a failed load puts back
+    before = {
+        k: v if v.is_meta else v.detach().to("cpu", copy=True) for k, v in raw.state_dict().items()
+    }
+    try:  # checked and tried above: this fails only in ways no check foresaw
+        raw.load_state_dict(ckpt["model"])
         for kind, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
             if obj is not None:
-                obj.load_state_dict(ckpt[kind])
+                obj.load_state_dict(dict(ckpt[kind]))
     except Exception as err:
-        why = "does not fit this model/optimizer/scheduler (saved from another architecture?)"
-        raise CheckpointError(f"the checkpoint {path} {why}: {' '.join(str(err).split())}") from err
+        with torch.no_grad():  # in place, not through the load that just failed
+            for k, v in raw.state_dict().items():
+                if not v.is_meta:
+                    v.copy_(before[k])
+        raise CheckpointError(f"the checkpoint {path} {why}: {_one_line(err)}") from err
     if restore_rng:
         _set_rng_state(ckpt["rng"])
     return {"epoch": ckpt["epoch"], **ckpt["extra"]}

@@ -11,14 +11,17 @@ saying how to fix it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import os
 import socket
+import ssl
+import tarfile
 import threading
 import time
+import urllib.request
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -159,15 +162,17 @@ def _partial_copy_note(root: Path) -> str:
 
 
 def _full_cifar10(root: Path, transform, test_transform, download: bool, choice: str) -> tuple:
-    """torchvision's CIFAR-10, with a bounded download and one clear error."""
+    """torchvision's CIFAR-10, downloaded here (bounded in time) and read by torchvision from
+    the extracted folder, with one clear error."""
     CIFAR10 = _torchvision_cifar10()  # here: the subset file does not need torchvision
     if (root / "cifar-10-batches-py" / BUILT_FROM_SUBSET).is_file():
         CIFAR10, download = _unverified(CIFAR10), False
 
     try:
-        with _bounded_download():
-            train = CIFAR10(root, train=True, download=download, transform=transform)
-            return train, CIFAR10(root, train=False, download=download, transform=test_transform)
+        if download:
+            _download_cifar10(root, CIFAR10)
+        train = CIFAR10(root, train=True, download=False, transform=transform)
+        return train, CIFAR10(root, train=False, download=False, transform=test_transform)
     except Exception as err:  # URLError, HTTPError, OSError, timeouts, torchvision's errors
         # full never tries the subset, and setting its file alone would not help there;
         # auto and subset get here only without a subset file
@@ -176,19 +181,42 @@ def _full_cifar10(root: Path, transform, test_transform, download: bool, choice:
             tried, use_subset = f"not tried, {CHOICE_ENV}=full", f"set {CHOICE_ENV}=subset and "
         use_subset += f"{SUBSET_ENV}=/path/to/cifar10-subset.npz"
         how = "download it into" if download else "find it (download=False) in"
+        cause = " ".join(f"{type(err).__name__}: {err}".split())  # whole, on one line
+        # from None: the cause is in the message; its traceback would bury it in 30 lines
         raise CIFAR10Unavailable(
             f"CIFAR-10 is not available. Tried: (1) the offline subset: {tried}; "
-            f"(2) torchvision: could not {how} {root.resolve()} ({type(err).__name__}: {err})."
+            f"(2) torchvision: could not {how} {root.resolve()} ({cause})."
             f"{_partial_copy_note(root)} Fix it in one of two ways: connect to the internet and "
             f"run again (torchvision downloads about {ARCHIVE_MB} MB once), or {use_subset} (the "
             "offline subset, see DATA.md)."
-        ) from err
+        ) from None
 
 
-_DEADLINES: dict[int, float] = {}  # thread downloading -> time.monotonic() it must end by
-_LOCK = threading.Lock()
-_READINTO = socket.SocketIO.readinto
-_PREVIOUS_TIMEOUT: list[float | None] = []
+# --- the download: our own, bounded, so that no library is changed at run time --------------
+
+
+def _download_cifar10(root: Path, cifar10: type) -> None:
+    """Make ``root/cifar-10-batches-py`` whole, as torchvision's ``download=True`` would: keep
+    it if every file has its md5, else download the archive (unless a whole one is there),
+    check its md5 and extract it."""
+    from torchvision.datasets.utils import check_integrity
+
+    if _whole(root / cifar10.base_folder, cifar10):
+        return
+    archive = root / cifar10.filename
+    if not check_integrity(str(archive), cifar10.tgz_md5):
+        _download(cifar10.url, archive, cifar10.tgz_md5)
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(root, filter="data")  # no path outside root, no links, no devices
+
+
+def _whole(folder: Path, cifar10: type) -> bool:
+    """Whether every file of the extracted ``folder`` has the md5 torchvision lists for it."""
+    from torchvision.datasets.utils import check_integrity
+
+    meta = [cifar10.meta["filename"], cifar10.meta["md5"]]
+    files = [*cifar10.train_list, *cifar10.test_list, meta]
+    return all(check_integrity(str(folder / name), md5) for name, md5 in files)
 
 
 def _total_timeout() -> TimeoutError:
@@ -199,48 +227,82 @@ def _total_timeout() -> TimeoutError:
     )
 
 
-def _bounded_readinto(self: socket.SocketIO, buffer: Any) -> int | None:
-    """``SocketIO.readinto`` that, in a thread inside ``_bounded_download``, waits no longer
-    than the time its download has left."""
-    deadline = _DEADLINES.get(threading.get_ident())
-    if deadline is None:
-        return _READINTO(self, buffer)
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _total_timeout()
-    self._sock.settimeout(min(DOWNLOAD_TIMEOUT_S, left))  # type: ignore[attr-defined]
+class _Sockets:
+    """The sockets one download opens, shut down at its total deadline: a server that trickles
+    its headers or body is never silent for DOWNLOAD_TIMEOUT_S, and urllib would wait on."""
+
+    def __init__(self, seconds: float) -> None:
+        self.open: list[socket.socket] = []
+        self.deadline = time.monotonic() + seconds
+        self.timer = threading.Timer(seconds, self.shut)
+        self.timer.daemon = True
+
+    def add(self, sock: socket.socket) -> None:
+        self.open.append(sock)
+        if time.monotonic() >= self.deadline:  # connected after the timer went off
+            self.shut()
+
+    def shut(self) -> None:
+        for sock in self.open:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)  # a blocked read returns at once
+
+    def opener(self) -> urllib.request.OpenerDirector:
+        """urllib (redirects, HTTPS, proxies from the environment) on connections whose
+        sockets are known here."""
+        sockets = self
+
+        class HTTP(http.client.HTTPConnection):
+            def connect(self) -> None:
+                super().connect()
+                sockets.add(self.sock)
+
+        class HTTPS(http.client.HTTPSConnection):
+            def connect(self) -> None:
+                super().connect()
+                sockets.add(self.sock)
+
+        class HTTPHandler(urllib.request.HTTPHandler):
+            def http_open(self, req):
+                return self.do_open(HTTP, req)
+
+        class HTTPSHandler(urllib.request.HTTPSHandler):
+            def https_open(self, req):
+                return self.do_open(HTTPS, req, context=ssl.create_default_context())
+
+        return urllib.request.build_opener(HTTPHandler, HTTPSHandler)
+
+
+def _download(url: str, dest: Path, md5: str) -> None:
+    """Download ``url`` to ``dest``: at most DOWNLOAD_TIMEOUT_S without a byte (connecting
+    too), DOWNLOAD_TOTAL_S in all; into ``dest.partial``, renamed once its md5 is ``md5``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(dest.name + ".partial")
+    sockets, digest = _Sockets(DOWNLOAD_TOTAL_S), hashlib.md5(usedforsecurity=False)
+    sockets.timer.start()
     try:
-        return _READINTO(self, buffer)
-    except TimeoutError:
-        if time.monotonic() >= deadline:
-            raise _total_timeout() from None
-        raise  # DOWNLOAD_TIMEOUT_S without a byte: "timed out"
-
-
-@contextmanager
-def _bounded_download() -> Iterator[None]:
-    """Bound torchvision's download (urllib, which has no timeout of its own) in this thread:
-    at most DOWNLOAD_TIMEOUT_S without a byte, and DOWNLOAD_TOTAL_S in all.
-
-    Every byte urllib receives, HTTP or HTTPS, headers or body, passes through
-    ``socket.SocketIO.readinto``: that is where the clock is read (a TLS handshake is bounded
-    as a whole by the socket timeout). Other threads' reads are untouched, and everything is
-    restored when the last download ends.
-    """
-    with _LOCK:
-        if not _DEADLINES:
-            _PREVIOUS_TIMEOUT[:] = [socket.getdefaulttimeout()]
-            socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # bounds connecting, too
-            socket.SocketIO.readinto = _bounded_readinto  # type: ignore[method-assign]
-        _DEADLINES[threading.get_ident()] = time.monotonic() + DOWNLOAD_TOTAL_S
-    try:
-        yield
+        with sockets.opener().open(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+            with open(partial, "wb") as f:
+                while chunk := response.read1(1 << 16):
+                    if time.monotonic() >= sockets.deadline:
+                        raise _total_timeout()
+                    f.write(chunk)
+                    digest.update(chunk)
+        if time.monotonic() >= sockets.deadline:  # shut down: the data ended early
+            raise _total_timeout()
+        if digest.hexdigest() != md5:
+            raise OSError(
+                f"the file downloaded from {url} has md5 {digest.hexdigest()}, expected {md5}: "
+                "damaged on the way, or not the archive"
+            )
+        partial.replace(dest)
+    except (OSError, http.client.HTTPException) as err:
+        if time.monotonic() >= sockets.deadline and not isinstance(err, TimeoutError):
+            raise _total_timeout() from None  # what the shutdown made of it: not the cause
+        raise
     finally:
-        with _LOCK:
-            del _DEADLINES[threading.get_ident()]
-            if not _DEADLINES:
-                socket.SocketIO.readinto = _READINTO  # type: ignore[method-assign]
-                socket.setdefaulttimeout(_PREVIOUS_TIMEOUT.pop())
+        sockets.timer.cancel()
+        partial.unlink(missing_ok=True)
 
 
 def load_cifar10(

@@ -51,12 +51,32 @@ def check_torchrun_env(timeout_s: float) -> None:
             f"RANK is set but not {', '.join(missing)}: start the script with torchrun, "
             "or unset RANK"
         )
+    if why := _bad_numbers():
+        raise SystemExit(f"{why}: start the script with torchrun, which sets them, or fix them")
     rank, host, port = (os.environ[k] for k in ("RANK", "MASTER_ADDR", "MASTER_PORT"))
     if rank != "0" and not (port.isdigit() and reachable(host, int(port), timeout_s)):
         raise SystemExit(
             f"rank {rank}: its master (rank 0) at {host}:{port} did not come within "
             f"{timeout_s:.0f} s: start it, or check MASTER_ADDR and MASTER_PORT"
         )
+
+
+def _bad_numbers() -> str | None:
+    """What is wrong with torchrun's numbers in the environment; None: nothing. (A rank out of
+    range would otherwise wait for its master, then blame it.)"""
+    values = {}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT"):
+        text = os.environ[name].strip()
+        if not (text.isascii() and text.isdigit()):
+            return f"{name}={os.environ[name]!r} is not a whole number of 0 or more"
+        values[name] = int(text)
+    for rank, size in (("RANK", "WORLD_SIZE"), ("LOCAL_RANK", "LOCAL_WORLD_SIZE")):
+        if not values[rank] < values[size]:
+            top = f"0 to {values[size] - 1}" if values[size] else "none: it is 0"
+            return f"{rank}={values[rank]} is not below {size}={values[size]} (ranks: {top})"
+    if not 0 < values["MASTER_PORT"] < 65536:
+        return f"MASTER_PORT={values['MASTER_PORT']} is not a TCP port (1 to 65535)"
+    return None
 
 
 def exit_with_launcher(poll_s: float = 1.0) -> None:
