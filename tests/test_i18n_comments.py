@@ -144,11 +144,18 @@ def test_only_comments_with_words_need_a_translation(tmp_path: Path) -> None:
 # --- build and check ----------------------------------------------------------------------
 
 
-def test_build_writes_translated_comments_and_keeps_code_and_outputs(tmp_path: Path) -> None:
+def _built(tmp_path: Path) -> tuple[Path, Path]:
+    """The tiny notebook, every cell translated and the Chinese notebook built: (English
+    notebook, catalogs' folder)."""
     english = _notebook(tmp_path)
     root = tmp_path / "translations"
     _record_all(english, root)
     i18n.build(english.parent, "zh", root)
+    return english, root
+
+
+def test_build_writes_translated_comments_and_keeps_code_and_outputs(tmp_path: Path) -> None:
+    english, root = _built(tmp_path)
     en = nbformat.read(english, as_version=4)
     zh = nbformat.read(i18n.translated_path(english, "zh"), as_version=4)
     assert [c.source for c in zh.cells] == [HEAD_ZH, CODE_ZH, "print(2)", WRITEFILE_ZH]
@@ -226,10 +233,7 @@ def test_a_hash_in_a_string_is_left_as_it_is_by_the_translation(tmp_path: Path) 
 
 
 def test_an_english_comment_change_makes_the_translation_stale(tmp_path: Path) -> None:
-    english = _notebook(tmp_path)
-    root = tmp_path / "translations"
-    _record_all(english, root)
-    i18n.build(english.parent, "zh", root)
+    english, root = _built(tmp_path)
     nb = nbformat.read(english, as_version=4)
     nb.cells[1].source = CODE.replace("# three ones", "# a vector of three ones")
     nbformat.write(nb, english)

@@ -97,7 +97,7 @@ class Language:
         return "search-index.js" if not self.folder else f"search-index-{self.code}.js"
 
 
-def languages_() -> list[Language]:
+def site_languages() -> list[Language]:
     """English (the source, at the site's root), then every language with a strings file
     (tools/conventions.py), each in its own folder, built from translations/<code>/."""
     return [
@@ -564,7 +564,7 @@ def build_site(
         raise SiteError(f"no notebooks (NN_name.ipynb) in {notebooks_dir}: nothing to build")
     notebooks = [(p, read_notebook(p)) for p in paths]
     lessons = [parse_header(p, nb) for p, nb in notebooks]
-    languages = languages_() if translations is not None else languages_()[:1]
+    languages = site_languages() if translations is not None else site_languages()[:1]
     catalogs = {
         lang.code: [i18n.Catalog.load(p, lang.code, translations) for p in paths]
         for lang in languages[1:]

@@ -12,6 +12,7 @@ its strings file (tests/test_conventions.py builds a fake third one).
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -22,12 +23,18 @@ SOURCE = "en"  # the language the notebooks are written in
 STRINGS_DIR = Path(__file__).resolve().parent / "site_templates" / "strings"
 
 
+@functools.cache
+def _text(path: Path) -> str:
+    # read once per process: lesson_size formats a duration, build_site a page, many times
+    return path.read_text(encoding="utf-8")
+
+
 def strings(code: str) -> dict:
-    """Language ``code``'s words (its whole strings file)."""
+    """Language ``code``'s words (its whole strings file), a fresh dict the caller may change."""
     path = STRINGS_DIR / f"{code}.json"
     if not path.is_file():
         raise KeyError(f"no strings file for language {code!r}: {path}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(_text(path))
 
 
 def lesson_words(code: str) -> dict:
