@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))  # lessons only (tools/lessons.py)
 
 # How the notebooks run under test (CPU, two threads, the CIFAR-10 subset) is defined once, in
-# tools/contract.py: pytest, `make refresh` and `make test-gpu` apply it themselves.
+# tools/harness/contract.py: pytest, `make refresh` and `make test-gpu` apply it themselves.
 # `make lab`, `make bench` and `make html EXECUTE=1` use the team's offline subset beside the
 # checkout when the full dataset cannot be downloaded (see README).
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
@@ -31,7 +31,7 @@ help:
 	@echo "make generate - every generated file (utils, slide metadata, times, zh notebooks), in order"
 	@echo "make refresh  - re-execute every notebook in place on the CPU, then make generate (authors)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
-	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/i18n.py)"
+	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/authoring/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
 	@echo "make stress-ddp - the DDP scripts launched 100 times each: failures / runs (about 45 min)"
 	@echo "make clean    - remove what the build and the tools wrote (site, caches, .venv); says what it kept"
@@ -48,7 +48,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-# JupyterLab on notebooks/ at 127.0.0.1 (tools/lab.py): `LAB_PORT=8890 make lab` picks the port,
+# JupyterLab on notebooks/ at 127.0.0.1 (tools/publishing/lab.py): `LAB_PORT=8890 make lab` picks the port,
 # `LAB_TOKEN=... make lab` the token (random otherwise). make hands both to the recipe in its
 # environment, never on a command line, which every user can read (ps). `make lab
 # LAB_TOKEN=...` would put the token in make's own command line: refused before anything runs.
@@ -58,7 +58,7 @@ $(error make lab: LAB_TOKEN on make's command line is visible to every user (ps)
 endif
 endif
 lab: $(STAMP) data-link
-	$(BIN)/python -m tools.lab
+	$(BIN)/python -m tools.publishing.lab
 
 # One CIFAR-10 download for both languages: the Chinese notebooks run in notebooks/zh and
 # reach the English notebooks' data/ through a link (a folder already there is left alone).
@@ -70,7 +70,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# pytest's options and environment for the notebooks: pyproject.toml and tools/contract.py.
+# pytest's options and environment for the notebooks: pyproject.toml and tools/harness/contract.py.
 test: lint
 	$(BIN)/python -m pytest --nbval
 
@@ -82,16 +82,16 @@ test-lab: $(STAMP) data-link
 
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
 test-portable: $(STAMP)
-	$(BIN)/python tools/test_portable.py
+	$(BIN)/python -m tools.harness.portable
 
 # Notebooks 04 and 05 on the full dataset's size: a 50,000 / 10,000-image torchvision folder
-# built from the subset in a temporary folder (tools/full_from_subset.py), every cell run
+# built from the subset in a temporary folder (tools/harness/full_from_subset.py), every cell run
 # (no output comparison: the stored outputs come from the subset). The folder is removed.
 test-full-data: $(STAMP)
 	@test -f "$(BLITZ_CIFAR10_SUBSET)" || { echo "make test-full-data: needs the subset file: set BLITZ_CIFAR10_SUBSET=/path/to/cifar10-subset.npz (see README)"; exit 2; }
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	$(BIN)/python -m tools.full_from_subset "$$tmp" --subset "$(BLITZ_CIFAR10_SUBSET)" && \
-	BLITZ_CIFAR10=full BLITZ_CIFAR10_ROOT="$$tmp" $(BIN)/python -m tools.run_notebooks \
+	$(BIN)/python -m tools.harness.full_from_subset "$$tmp" --subset "$(BLITZ_CIFAR10_SUBSET)" && \
+	BLITZ_CIFAR10=full BLITZ_CIFAR10_ROOT="$$tmp" $(BIN)/python -m tools.authoring.run_notebooks \
 		--out-dir "$$tmp/executed" notebooks/04_cifar10.ipynb notebooks/05_data_parallel.ipynb
 
 # A teacher's check of a GPU machine: every notebook executed on the accelerator (no output
@@ -99,13 +99,13 @@ test-full-data: $(STAMP)
 # check), then the unit tests without the CPU opt-out. Both run; either failing fails.
 test-gpu: export BLITZ_FORCE_CPU = 0
 test-gpu: $(STAMP)
-	@rc=0; $(BIN)/python -m tools.run_notebooks $(NOTEBOOKS) || rc=1; \
+	@rc=0; $(BIN)/python -m tools.authoring.run_notebooks $(NOTEBOOKS) || rc=1; \
 	$(BIN)/python -m pytest tests -q || rc=1; exit $$rc
 
 # The Chinese notebooks: the English ones with the catalogs' markdown (same code and outputs).
-# `tools/i18n.py check` lists what is untranslated or stale; translations/zh/glossary.md says how.
+# `tools/authoring/i18n.py check` lists what is untranslated or stale; translations/zh/glossary.md says how.
 translations: $(STAMP)
-	$(BIN)/python tools/i18n.py build
+	$(BIN)/python -m tools.authoring.i18n build
 
 # Static site from the stored outputs (EXECUTE=1: re-execute in memory first); works offline.
 # EXECUTE is 1, true, yes or on, or 0, false, no, off or nothing; anything else is refused
@@ -120,22 +120,22 @@ endif
 endif
 endif
 html: $(STAMP)
-	$(BIN)/python tools/build_site.py --out build/site $(if $(filter $(EXECUTE_YES),$(strip $(EXECUTE))),--execute,)
+	$(BIN)/python -m tools.publishing.build_site --out build/site $(if $(filter $(EXECUTE_YES),$(strip $(EXECUTE))),--execute,)
 
 # Lesson code reused by later lessons: utils/<lesson>.py from the cells tagged `save`.
 utils: $(STAMP)
-	$(BIN)/python tools/save_cells.py write
+	$(BIN)/python -m tools.authoring.save_cells write
 
 # Stored outputs, without timestamps, and the slide metadata derived from the headings
-# (tools/slides.py). The Chinese notebooks carry the same outputs: they are rebuilt after.
+# (tools/authoring/slides.py). The Chinese notebooks carry the same outputs: they are rebuilt after.
 refresh: generate
-	$(BIN)/python -m tools.run_notebooks --inplace $(NOTEBOOKS)
-	$(BIN)/python -m tools.generate
+	$(BIN)/python -m tools.authoring.run_notebooks --inplace $(NOTEBOOKS)
+	$(BIN)/python -m tools.authoring.generate
 
 # Every generated file (utils' lesson modules, slide metadata, learner and run times, the
-# Chinese notebooks) in the one right order: tools/generate.py. `make test` checks them.
+# Chinese notebooks) in the one right order: tools/authoring/generate.py. `make test` checks them.
 generate: $(STAMP)
-	$(BIN)/python -m tools.generate
+	$(BIN)/python -m tools.authoring.generate
 
 # Benchmarks print ratios; they are never part of `make test`. They use a GPU when present.
 bench: $(STAMP)

@@ -40,10 +40,9 @@ def site(tmp_path_factory):
     from pathlib import Path
 
     out = tmp_path_factory.mktemp("html") / "site"
-    tool = Path(__file__).resolve().parents[1] / "tools" / "build_site.py"
     built = subprocess.run(
-        [sys.executable, str(tool), "--out", str(out)],
-        cwd=tool.parents[1],
+        [sys.executable, "-m", "tools.publishing.build_site", "--out", str(out)],
+        cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,
         timeout=600,
@@ -88,8 +87,8 @@ def lab(tmp_path_factory):
 
 @pytest.fixture
 def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]:
-    """What tools.lab.main() execs, as (argv, environment), recorded instead."""
-    from tools import lab as lab_launcher
+    """What tools.publishing.lab.main() execs, as (argv, environment), recorded instead."""
+    from tools.publishing import lab as lab_launcher
 
     calls: list[tuple[list[str], dict]] = []
     monkeypatch.setattr(

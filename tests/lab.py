@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tools import contract
+from tools.harness import contract
 from utils.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ class Lab:
     url: str  # printed by `make lab`
     port: int
     token: str
-    proc: subprocess.Popen  # make; its child, tools/lab.py, becomes Jupyter
+    proc: subprocess.Popen  # make; its child, tools/publishing/lab.py, becomes Jupyter
     runtime: Path  # where the kernels' connection files go
 
     def api(self, method: str, path: str, body: dict | None = None) -> Any:
@@ -83,7 +83,7 @@ def started(
 ) -> Iterator[Lab]:
     """``LAB_TOKEN=... make lab LAB_PORT=...`` in the shell's environment (plus ``env_vars``),
     until the block ends; with ``python``: the README's command without make,
-    ``python -m tools.lab``, in ``cwd`` (an unpacked zip)."""
+    ``python -m tools.publishing.lab``, in ``cwd`` (an unpacked zip)."""
     # & # % + / mean something in a URL: the printed one must still work (it is encoded)
     port, token = free_port(), secrets.token_urlsafe(24) + "&#%+/"
     env = dict(contract.SHELL_ENVIRON or os.environ, LAB_TOKEN=token, **env_vars)
@@ -93,7 +93,7 @@ def started(
         argv = [shutil.which("make") or "make", "-o", ".venv/.installed", "lab"]
         argv += [f"LAB_PORT={port}", f"BIN={Path(sys.executable).parent}"]  # this environment
     else:
-        argv, env["LAB_PORT"] = [str(python), "-m", "tools.lab"], str(port)
+        argv, env["LAB_PORT"] = [str(python), "-m", "tools.publishing.lab"], str(port)
     home.mkdir(parents=True, exist_ok=True)
     log = home / "lab.log"
     with log.open("wb") as out:

@@ -20,12 +20,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from tests.browser import axe_violations
-from tools import conventions, i18n
-from tools.accessibility import NBCONVERT_ALT, describe_figure, make_accessible
+from tools import conventions
+from tools.authoring import i18n
+from tools.publishing.accessibility import NBCONVERT_ALT, describe_figure, make_accessible
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-STATIC = ROOT / "tools" / "site_templates" / "static"
+STATIC = ROOT / "tools" / "publishing" / "templates" / "static"
 COLOURS = STATIC / "code-colours.css"
 WORDS = {code: conventions.strings(code) for code in ("en", "zh")}
 LANGS = {"en": "", "zh": "zh/"}

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import build_site, conventions, i18n
+from tools import conventions
+from tools.authoring import i18n
+from tools.publishing import build_site
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import lesson_size
+from tools.authoring import lesson_size
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
@@ -37,7 +37,8 @@ def core_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 # What the clean kernel runs first, for notebook 04 only: torchvision reads the subset's
-# images in its own folder format (tools/full_from_subset.py), whose md5 check only the full,
+# images in its own folder format (tools/harness/full_from_subset.py), whose md5 check only the
+# full,
 # published files pass. The lesson's cells themselves run exactly as a learner copies them.
 _READ_THE_FOLDER = """
 import os
@@ -87,7 +88,7 @@ def test_the_core_path_runs_alone_with_only_pytorch(
 
     from nbclient import NotebookClient
 
-    from tools import contract, full_from_subset
+    from tools.harness import contract, full_from_subset
     from utils import data
 
     spec = tmp_path / "jupyter" / "kernels" / "clean"
@@ -132,7 +133,9 @@ def test_the_core_paths_fit_the_budget() -> None:
         core = lesson_size.measure(path).parts["core"]
         words, lines = words + core.words, lines + core.lines
     max_words, max_lines = lesson_size.CORE_BUDGET
-    report = f"core path: {words:,} words, {lines} code lines (python -m tools.lesson_size)"
+    report = (
+        f"core path: {words:,} words, {lines} code lines (python -m tools.authoring.lesson_size)"
+    )
     assert words <= max_words and lines <= max_lines, report
 
 
@@ -157,8 +160,8 @@ def test_the_formula_matches_the_official_blitz() -> None:
 
 def test_run_times_come_from_the_recorded_measurements(tmp_path, monkeypatch) -> None:
     """The headers' run-time lines are written from notebooks/run_times.json, the one
-    measured source (tools/run_notebooks.py --record-times), in both languages."""
-    from tools import run_notebooks
+    measured source (tools/authoring/run_notebooks.py --record-times), in both languages."""
+    from tools.authoring import run_notebooks
 
     store = tmp_path / "run_times.json"
     monkeypatch.setattr(lesson_size, "RUN_TIMES", store)
@@ -185,7 +188,7 @@ def test_run_times_come_from_the_recorded_measurements(tmp_path, monkeypatch) ->
 
 
 def test_a_runs_time_is_its_code_cells_time_and_the_core_is_the_untagged_ones() -> None:
-    from tools import run_notebooks
+    from tools.authoring import run_notebooks
 
     def ran(seconds: int, tags: list[str]) -> nbformat.NotebookNode:
         cell = nbformat.v4.new_code_cell("pass", metadata={"tags": tags})

@@ -227,11 +227,12 @@ def test_a_file_that_is_not_the_subset_fails_the_checksum(
 @pytest.fixture(scope="module")
 def full_download(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A torchvision-format cifar-10-batches-py holding the subset's images where the real
-    full dataset has them (the first 1,000 of each batch), built by tools/full_from_subset.py,
+    full dataset has them (the first 1,000 of each batch), built by
+    tools/harness/full_from_subset.py,
     without its marker: here it stands for a real download (md5 checked)."""
     if not REAL_SUBSET.is_file():
         pytest.skip(f"the real subset is not at {REAL_SUBSET}")
-    from tools import full_from_subset
+    from tools.harness import full_from_subset
 
     root = tmp_path_factory.mktemp("cifar") / "data"
     folder = full_from_subset.build(REAL_SUBSET, root)
@@ -552,7 +553,7 @@ def test_the_folder_built_from_the_subset_is_a_full_cifar10(tmp_path: Path, monk
         pytest.skip(f"the real subset is not at {REAL_SUBSET}")
     from torchvision.datasets import CIFAR10
 
-    from tools import full_from_subset
+    from tools.harness import full_from_subset
 
     full_from_subset.build(REAL_SUBSET, tmp_path / "full")
     monkeypatch.setenv(data_mod.ROOT_ENV, str(tmp_path / "full"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools import generate
+from tools.authoring import generate
 
 
 def test_every_generated_file_is_current() -> None:
@@ -14,4 +14,9 @@ def test_every_generated_file_is_current() -> None:
 def test_the_steps_run_in_the_order_their_inputs_need() -> None:
     order = [module for _, module, _, _ in generate.STEPS]
     # utils before anything imports it; i18n copies what slides and lesson_size wrote.
-    assert order == ["tools.save_cells", "tools.slides", "tools.lesson_size", "tools.i18n"]
+    assert order == [
+        "tools.authoring.save_cells",
+        "tools.authoring.slides",
+        "tools.authoring.lesson_size",
+        "tools.authoring.i18n",
+    ]

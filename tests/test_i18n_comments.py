@@ -1,7 +1,7 @@
 """Code comments in the Chinese notebooks: translated from the catalogs like the markdown.
 
 A code cell's catalog entry is its whole source with the ``#`` comments translated, plus the
-hash of the English source (tools/i18n.py). What must hold: the code without its comments,
+hash of the English source (tools/authoring/i18n.py). What must hold: the code without its comments,
 and every output, stay the English notebook's; a ``#`` inside a string is no comment; an
 English edit makes the entry stale; the glossary's settled terms hold in comments too.
 """
@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tools import i18n
+from tools.authoring import i18n
 
 CODE = (
     "import torch\n"

@@ -1,4 +1,4 @@
-"""`make lab` (tools/lab.py): one JupyterLab for the session, started as the README says
+"""`make lab` (tools/publishing/lab.py): one JupyterLab for the session, started as the README says
 (``LAB_TOKEN=... make lab LAB_PORT=...``) from the shell's environment (tests/lab.py); its
 kernels against the test kernels; then the wrapper's own checks and the command it execs,
 in-process, without Jupyter."""
@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.lab import TIMEOUT_S, Lab
-from tools import lab as launcher
+from tools.publishing import lab as launcher
 from utils.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +143,7 @@ def test_a_test_kernel_starts_as_a_kernel_of_make_lab_does(lab: Lab) -> None:
 def test_the_classroom_defaults_are_written_once_and_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """tools/lab.py puts Lab's defaults where Lab and RISE's app read them (the app dir's
+    """tools/publishing/lab.py puts Lab's defaults where Lab and RISE's app read them (the app dir's
     settings/overrides.d), says so in one line, rewrites only a stale copy, and says in one
     line what a learner loses when the folder cannot be written."""
     monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path / "lab"))
@@ -223,11 +223,12 @@ def test_a_port_that_cannot_be_opened_is_not_called_in_use(
 
 @pytest.mark.slow
 def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
-    """A deep dive's heading is stored collapsed (tools/lesson_size.py write): Lab shows the
+    """A deep dive's heading is stored collapsed (tools/authoring/lesson_size.py write): Lab
+    shows the
     heading and hides the section's cells until the learner unfolds it."""
     import nbformat
 
-    from tools import lesson_size
+    from tools.authoring import lesson_size
 
     path = ROOT / "notebooks" / "01_tensors.ipynb"
     nb = nbformat.read(path, as_version=4)
@@ -266,7 +267,8 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
 def test_lab_starts_without_asking_about_news_or_fetching_it(lab: Lab, browser) -> None:
     """A classroom's Lab asks nothing on start: no "Would you like to get notified about
     official Jupyter news?" (JupyterLab's announcements plugin asks it on every load until it
-    is answered; tools/lab_settings/overrides.json answers it), and it calls no other host
+    is answered; tools/publishing/lab_settings/overrides.json answers it), and it calls no
+    other host
     for news or updates. Settings the user changes still win over these defaults."""
     url = (
         f"http://127.0.0.1:{lab.port}/lab/api/settings/@jupyterlab/apputils-extension:notification"
@@ -299,7 +301,8 @@ def test_lab_starts_without_asking_about_news_or_fetching_it(lab: Lab, browser) 
 
 @pytest.mark.slow
 def test_solutions_open_folded_in_lab(lab: Lab, browser) -> None:
-    """A solution's code is stored folded (jupyter.source_hidden, tools/lesson_size.py write):
+    """A solution's code is stored folded (jupyter.source_hidden,
+    tools/authoring/lesson_size.py write):
     Lab shows the solution's heading and a placeholder, not the answer, until the learner
     clicks it open."""
     import nbformat
@@ -375,7 +378,8 @@ def test_the_arrow_key_walks_a_rise_slideshow_and_shows_every_code_cell(lab, bro
     """A teacher clicks "Render as slideshow" and presses → only: each press shows the next
     code cell or slide, in reading order, until the last; every code cell of the core path
     appears. (JupyterLab binds → in a notebook to "next heading", which moved RISE from heading
-    to heading past the code: tools/lab_settings/pytorch-blitz.json unbinds it in RISE.) No
+    to heading past the code: tools/publishing/lab_settings/pytorch-blitz.json unbinds it in
+    RISE.) No
     console error but RISE's own (RISE_UPSTREAM_ERRORS)."""
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     errors: list[str] = []
@@ -501,7 +505,7 @@ def test_make_lab_refuses_a_token_on_its_command_line(tmp_path: Path) -> None:
     # The environment form is the way, and then the token is in no command make runs.
     allowed = _make(["lab", "LAB_PORT=8890"], tmp_path, LAB_TOKEN=HOSTILE_TOKEN)
     assert allowed.returncode == 0, allowed.stderr
-    assert "tools.lab" in allowed.stdout and HOSTILE_TOKEN not in allowed.stdout
+    assert "tools.publishing.lab" in allowed.stdout and HOSTILE_TOKEN not in allowed.stdout
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")

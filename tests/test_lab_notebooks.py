@@ -70,7 +70,8 @@ def test_the_zip_runs_every_notebook_offline_with_its_readmes_commands(tmp_path:
     import zipfile
 
     from tests.lab import started
-    from tools import archive, contract
+    from tools.harness import contract
+    from tools.publishing import archive
 
     subset = contract.SHARED_SUBSET
     if not subset.is_file():
@@ -80,7 +81,7 @@ def test_the_zip_runs_every_notebook_offline_with_its_readmes_commands(tmp_path:
         "python3 -m venv .venv",
         ".venv/bin/python -m pip install -r requirements.txt",
         ".venv/bin/python -m pip install -e .",
-        ".venv/bin/python -m tools.lab",
+        ".venv/bin/python -m tools.publishing.lab",
     ], commands
     target = tmp_path / "download" / archive.NAME
     archive.write_archive(target)

@@ -8,7 +8,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from tools import build_site, i18n, save_cells, slides
+from tools.authoring import i18n, save_cells, slides
+from tools.publishing import build_site
 
 HEADER = """# 07 · Sample lesson
 
@@ -50,7 +51,7 @@ UNTITLED = """{
 def _run(tool: str, root: Path, monkeypatch) -> None:
     """``tool`` on ``root/notebooks`` (a lesson and Untitled.ipynb), as its make target runs it."""
     notebooks = root / "notebooks"
-    if tool == "utils":  # make utils: tools/save_cells.py (check: it writes nothing)
+    if tool == "utils":  # make utils: tools/authoring/save_cells.py (check: it writes nothing)
         monkeypatch.setattr(save_cells, "ROOT", root)
         save_cells.main(["check"])
     elif tool == "html":

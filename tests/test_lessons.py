@@ -1,4 +1,4 @@
-"""The lesson code saved in ``utils`` (tools/save_cells.py), checked against references.
+"""The lesson code saved in ``utils`` (tools/authoring/save_cells.py), checked against references.
 
 Each function comes from the notebook cell that teaches it; these tests pin what the lesson
 claims of it, on the CPU, with GPUs and Apple's MPS mocked where a path needs one.
@@ -19,14 +19,15 @@ import torchvision.transforms as T
 from torch import nn
 
 import utils
-from tools import save_cells
+from tools.authoring import save_cells
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-# --- tools/save_cells.py -----------------------------------------------------------------
+# --- tools/authoring/save_cells.py
+# -----------------------------------------------------------------
 
 
 def test_the_lessons_that_save_code_are_the_four_expected() -> None:
@@ -89,7 +90,7 @@ def test_device_choice(monkeypatch, gpus: int, mps: bool, device: str, all_gpus)
 
 
 def test_hidden_gpus_mean_the_cpu() -> None:
-    # tools/contract.py sets CUDA_VISIBLE_DEVICES="" for the test run, as a learner would.
+    # tools/harness/contract.py sets CUDA_VISIBLE_DEVICES="" for the test run, as a learner would.
     assert utils.get_device() == torch.device("cpu") or torch.backends.mps.is_available()
     assert utils.try_all_gpus() == [torch.device("cpu")]
 

@@ -30,7 +30,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from tools import lesson_size
+from tools.authoring import lesson_size
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_data_parallel.ipynb"
 # The deep dives (by their headings) and the solution whose cells use the kernel's device.

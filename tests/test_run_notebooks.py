@@ -1,4 +1,5 @@
-"""tools/run_notebooks.py (``make test-gpu``): a failing cell is named, a good notebook passes."""
+"""tools/authoring/run_notebooks.py (``make test-gpu``): a failing cell is named, a good
+notebook passes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNNER = ROOT / "tools" / "run_notebooks.py"
 
 
 def _notebook(path: Path, *sources: str) -> Path:
@@ -27,7 +27,7 @@ def _run(*args: str | Path, timeout: int, **env: str) -> subprocess.CompletedPro
     # BLITZ_FORCE_CPU=1: the device lines then need no GPU, on any machine.
     environ = {**os.environ, "BLITZ_FORCE_CPU": "1", **env}
     return subprocess.run(
-        [sys.executable, str(RUNNER), *map(str, args)],
+        [sys.executable, "-m", "tools.authoring.run_notebooks", *map(str, args)],
         cwd=ROOT,
         env=environ,
         capture_output=True,

@@ -25,8 +25,15 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tests import browser as browser_helpers
-from tools import conventions, i18n
-from tools.build_site import SiteError, build_site, main, parse_header, render_widgets_statically
+from tools import conventions
+from tools.authoring import i18n
+from tools.publishing.build_site import (
+    SiteError,
+    build_site,
+    main,
+    parse_header,
+    render_widgets_statically,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -224,7 +231,7 @@ def test_a_rebuild_keeps_what_a_user_put_in_the_site(tmp_path: Path, capsys) -> 
 
 def test_a_failed_build_leaves_no_half_site(tmp_path: Path, monkeypatch) -> None:
     """What a failed build wrote is removed, so the next build is not refused."""
-    from tools import build_site as builder
+    from tools.publishing import build_site as builder
 
     src = tmp_path / "notebooks"
     src.mkdir()
@@ -361,7 +368,7 @@ def test_out_pointing_at_a_file_is_a_clear_error(tmp_path: Path, capsys) -> None
     readme = tmp_path / "README.md"
     readme.write_text("keep me")
     with pytest.raises(SystemExit) as exited:
-        main(["--out", str(readme)])  # what `python tools/build_site.py --out ...` runs
+        main(["--out", str(readme)])  # what `python -m tools.publishing.build_site --out ...` runs
     assert exited.value.code == 2, "a usage error"
     assert f"--out {readme} is a file, not a folder" in capsys.readouterr().err
     assert readme.read_text() == "keep me"
@@ -410,9 +417,9 @@ def test_special_files_among_the_sites_assets_are_skipped_and_named(
     tmp_path: Path, monkeypatch
 ) -> None:
     # Rule: the build copies only regular files and folders, and names what it skipped.
-    from tools import build_site as builder
+    from tools.publishing import build_site as builder
 
-    templates = tmp_path / "site_templates"
+    templates = tmp_path / "templates"
     shutil.copytree(builder.TEMPLATES, templates)
     os.mkfifo(templates / "static" / "pipe.css")
     monkeypatch.setattr(builder, "TEMPLATES", templates)
@@ -652,7 +659,7 @@ PLANTED = '译文<script>window.PWN_ZH=1</script><img src="http://203.0.113.9/x.
 @pytest.mark.slow
 def test_the_browser_check_catches_markup_planted_in_a_translation(browser, tmp_path) -> None:
     """A catalog entry carrying a script and an off-site image, written straight into a copy of
-    the catalog (no tools/i18n.py check on the way): the check test_site_in_chromium runs
+    the catalog (no tools/authoring/i18n.py check on the way): the check test_site_in_chromium runs
     reports both on the Chinese page, and nothing on the English page of the same build."""
     english = NOTEBOOKS[0]
     src, catalogs = tmp_path / "notebooks", tmp_path / "translations"
@@ -882,21 +889,21 @@ def test_the_index_shows_each_run_time_as_the_header_says(browser, site: Path, l
 
 def test_the_readme_repeats_no_run_time_and_its_learner_times_are_measured() -> None:
     """README.md keeps no copy of the run times (the headers have them, the index shows
-    them) and its learner-time column is what tools/lesson_size.py measures (its ``write``
+    them) and its learner-time column is what tools/authoring/lesson_size.py measures (its ``write``
     keeps the table current, ``check`` fails on a stale one)."""
-    from tools import lesson_size
+    from tools.authoring import lesson_size
 
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     header = next(line for line in lines if line.startswith("| # | notebook |"))
     assert "run time" not in header.lower(), header
     found = lesson_size.readme_problems(NOTEBOOKS)
-    assert not found, "\n".join(found + ["Fix: python -m tools.lesson_size write"])
+    assert not found, "\n".join(found + ["Fix: python -m tools.authoring.lesson_size write"])
 
 
 def test_lesson_size_writes_the_readmes_learner_times(tmp_path: Path) -> None:
     """The README's rows get each lesson's minutes (core / deep dives / exercises) and the
     total row the minutes of all lessons' words and lines together."""
-    from tools import lesson_size
+    from tools.authoring import lesson_size
 
     def lesson(number: str, core: int, dive: int, exercise: int) -> Path:
         tagged = [("", core), ("optional", dive), ("exercise", exercise)]
@@ -949,7 +956,7 @@ def test_build_site_refuses_an_out_that_cannot_be_its_folder(tmp_path: Path, cas
         out.symlink_to(tmp_path / "mine", target_is_directory=True)
     before = sorted(tmp_path.rglob("*"))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
+        [sys.executable, "-m", "tools.publishing.build_site", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -20,12 +20,12 @@ import nbformat
 import pytest
 
 from tests import browser as browser_helpers
-from tools import i18n
-from tools.build_site import parse_header
+from tools.authoring import i18n
+from tools.publishing.build_site import parse_header
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-CSS = ROOT / "tools" / "site_templates" / "static" / "site.css"
+CSS = ROOT / "tools" / "publishing" / "templates" / "static" / "site.css"
 CJK = re.compile(r"[\u3400-\u9fff]")
 SWITCH = '<a class="blitz-lang" href="{href}" hreflang="{lang}"'
 

@@ -1,5 +1,5 @@
-"""Slides: the metadata tools/slides.py derives from the headings, the reveal.js decks of
-the site (tools/decks.py) and the downloadable archive (tools/archive.py)."""
+"""Slides: the metadata tools/authoring/slides.py derives from the headings, the reveal.js decks of
+the site (tools/publishing/decks.py) and the downloadable archive (tools/publishing/archive.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from tools import archive, slides
+from tools.authoring import slides
+from tools.publishing import archive
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -77,10 +78,10 @@ def test_the_archive_holds_what_runs_the_lessons_and_nothing_else(tmp_path: Path
         "pyproject.toml",
         "utils/__init__.py",
         "scripts/train_ddp.py",
-        "tools/lab.py",
+        "tools/publishing/lab.py",
         "notebooks/01_tensors.ipynb",
         "notebooks/zh/01_tensors.ipynb",
-        "tools/site_templates/vendor/reveal.js/LICENSE",
+        "tools/publishing/templates/vendor/reveal.js/LICENSE",
     ):
         assert f"{top}/{needed}" in names, f"the archive lacks {needed}"
     for name in names:
@@ -194,7 +195,7 @@ def test_every_deck_presents_offline(browser, site: Path, lang: str) -> None:
     """Each lesson page links its deck; each deck, opened from file://, loads nothing from
     another host, logs no error, moves with the arrow keys, typesets its math and (zh) draws
     Chinese with a system CJK font. The first slides of 01 are saved under build/screenshots."""
-    from tools import decks
+    from tools.publishing import decks
 
     problems: list[str] = []
     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -311,7 +312,8 @@ _SLIDE_PROBLEMS = """(() => {
   return {problems, scale: fit && fit.dataset.scale ? Number(fit.dataset.scale) : 1};
 })()"""
 
-# Below this the deck's script would be shrinking a slide to fit it: tools/decks.py paginates
+# Below this the deck's script would be shrinking a slide to fit it: tools/publishing/decks.py
+# paginates
 # so that it never has to go further (measured: 0.908 was the smallest, on 04).
 MIN_SCALE = 0.85
 PROJECTORS = {"1280x720": (1280, 720), "1024x768": (1024, 768)}
@@ -374,9 +376,9 @@ def test_every_slide_fits_a_projector(browser, site: Path, lang: str, size: str)
 def test_every_deck_meets_wcag_aa(browser, site: Path, lang: str) -> None:
     """Every slide of every deck, each fragment shown, has no critical or serious violation
     of axe-core's WCAG 2.0/2.1 A and AA rules (tests/browser.py), and every figure on it says
-    what it shows (the lesson pages' alt text, tools/accessibility.py)."""
+    what it shows (the lesson pages' alt text, tools/publishing/accessibility.py)."""
     from tests.browser import axe_violations
-    from tools.accessibility import NBCONVERT_ALT
+    from tools.publishing.accessibility import NBCONVERT_ALT
 
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     problems, views = [], 0

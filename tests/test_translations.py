@@ -1,4 +1,4 @@
-"""The Chinese notebooks (notebooks/zh) are never stale: tools/i18n.py's checks, enforced.
+"""The Chinese notebooks (notebooks/zh) are never stale: tools/authoring/i18n.py's checks, enforced.
 
 The Chinese notebooks get no nbval run of their own, on purpose: their code (with the
 comments taken out), stored outputs and metadata are checked here to be exactly the English
@@ -18,12 +18,15 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tools import i18n
+from tools.authoring import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
-FIX = "translate with `python tools/i18n.py todo {stem}` + `import` (translations/zh/glossary.md)"
+FIX = (
+    "translate with `python -m tools.authoring.i18n todo {stem}` + `import` "
+    "(translations/zh/glossary.md)"
+)
 
 
 # --- the real notebooks --------------------------------------------------------------------
@@ -47,7 +50,7 @@ def test_every_markdown_cell_and_code_comment_has_a_current_translation(english:
     )
     assert not state.orphans, (
         f"{english.name}: catalog entries for cells that no longer exist: {state.orphans} "
-        f"(`python tools/i18n.py prune {english.stem}`)"
+        f"(`python -m tools.authoring.i18n prune {english.stem}`)"
     )
 
 
@@ -109,7 +112,7 @@ GOOD = {
 
 @pytest.fixture
 def cli(tmp_path: Path, capsys):
-    """``python tools/i18n.py ARGS`` on tmp_path's notebooks and catalogs, run in-process:
+    """``python -m tools.authoring.i18n ARGS`` on tmp_path's notebooks and catalogs, run in-process:
     (exit code, stdout, stderr)."""
 
     def run(*args: str) -> tuple[int, str, str]:
@@ -501,7 +504,7 @@ def test_the_readme_has_a_chinese_section_that_stands_on_its_own() -> None:
         "PIP_INDEX_URL",
         "fonts-wqy-microhei",
         "LAB_TOKEN=",
-        ".venv/bin/python tools/i18n.py",
+        ".venv/bin/python -m tools.authoring.i18n",
     ):
         assert needed in section, f"the Chinese section does not mention {needed}"
     assert i18n.style(section) == [], i18n.style(section)

@@ -1,6 +1,6 @@
 """``make clean`` and ``make clean-runs``: remove what this project's tools wrote, and only that.
 
-``make clean`` removes the site's files that tools/build_site.py recorded in its manifest
+``make clean`` removes the site's files that tools/publishing/build_site.py recorded in its manifest
 (unchanged since), the screenshots and executed copies the tests and ``make test-gpu`` write
 under ``build/``, the tools' caches, and ``.venv`` when ``make`` installed it (its stamp).
 Anything else (a file of yours in ``build/site``, a site file you edited, the notebooks'
@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# tools/build_site.py's record of the site it wrote: "<sha256>  <path in the site>" lines.
+# tools/publishing/build_site.py's record of the site it wrote: "<sha256>  <path in the site>"
+# lines.
 SITE = "build/site"
 SITE_MANIFEST = "_static/built-files.sha256"
 # What the tests (screenshots) and `make test-gpu` (executed copies) write, by name.

@@ -1,12 +1,13 @@
 """The lessons' conventions, defined once: the cell tags, and each language's words.
 
-A language is one file, ``tools/site_templates/strings/<code>.json``: the site's interface
+A language is one file, ``tools/publishing/templates/strings/<code>.json``: the site's interface
 words, and under ``"lesson"`` what marks a lesson in that language (the deep-dive heading's
 first word, the header's field labels, the learner-time and run-time lines that
-``tools/lesson_size.py write`` stamps, how a duration is written, the page's ``<html
+``tools/authoring/lesson_size.py write`` stamps, how a duration is written, the page's ``<html
 lang>``). English is the source; every other language also has its catalogs in
-``translations/<code>/`` (tools/i18n.py). The site (tools/build_site.py), the lesson sizes
-(tools/lesson_size.py) and the tests read these; adding a language is its catalogs plus
+``translations/<code>/`` (tools/authoring/i18n.py). The site (tools/publishing/build_site.py),
+the lesson sizes
+(tools/authoring/lesson_size.py) and the tests read these; adding a language is its catalogs plus
 its strings file (tests/test_conventions.py builds a fake third one).
 """
 
@@ -17,10 +18,10 @@ import json
 from pathlib import Path
 
 # Cell tags (Lab: the property inspector's "Cell Tags"). A cell with none of the first three
-# is on the core path; `save` copies a cell into utils (tools/save_cells.py).
+# is on the core path; `save` copies a cell into utils (tools/authoring/save_cells.py).
 OPTIONAL, EXERCISE, SOLUTION, SAVE = "optional", "exercise", "solution", "save"
 SOURCE = "en"  # the language the notebooks are written in
-STRINGS_DIR = Path(__file__).resolve().parent / "site_templates" / "strings"
+STRINGS_DIR = Path(__file__).resolve().parent / "publishing" / "templates" / "strings"
 
 
 @functools.cache

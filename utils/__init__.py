@@ -2,7 +2,7 @@
 that no lesson teaches (the offline CIFAR-10 subset, checkpoint safety, launching workers).
 
 ``utils/tensors.py``, ``neural_networks.py``, ``cifar10.py`` and ``data_parallel.py`` are
-written by ``tools/save_cells.py`` from the notebooks' cells tagged ``save``: edit the
+written by ``tools/authoring/save_cells.py`` from the notebooks' cells tagged ``save``: edit the
 notebook, then run ``make utils``. The other modules are written by hand.
 """
 

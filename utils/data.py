@@ -35,7 +35,7 @@ ROOT_ENV = "BLITZ_CIFAR10_ROOT"  # where the full dataset is, whatever root a ca
 SUBSET_SHA256 = "6be54dd6081083a07e384e2fce16cf3645d9d612807cbbeb2899d1278bfe3a75"
 # _arrays_sha256 of the subset: the same whether read from the file or cut from the full set
 SUBSET_ARRAYS_SHA256 = "c3ee9a1dfe4ec2032573ee14364e147a826254471182881e009b63cee43ee33d"
-# A file in a torchvision-format folder that tools/full_from_subset.py built: torchvision's
+# A file in a torchvision-format folder that tools/harness/full_from_subset.py built: torchvision's
 # md5 check of the real archive's files cannot pass there, and is skipped.
 BUILT_FROM_SUBSET = "BUILT-FROM-THE-SUBSET.txt"
 DOWNLOAD_TIMEOUT_S = 60.0  # seconds without a byte before a download gives up

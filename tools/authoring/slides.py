@@ -10,13 +10,14 @@ one sets it by hand:
   pass reveal's ``navigationMode`` on), so a teacher pressing → would never show them;
 - a core code cell is a **fragment**: it appears on the next key press, after the prose it
   builds on;
-- deep dives, exercises and solutions (cell tags, see ``tools/lesson_size.py``) are skipped.
+- deep dives, exercises and solutions (cell tags, see ``tools/authoring/lesson_size.py``) are
+skipped.
 
 The notebook's ``metadata.rise`` picks RISE's "white" theme: its default theme loads fonts
 from Google, which a classroom without internet cannot reach.
 
-    python -m tools.slides write    # stamp every notebook (the Chinese ones copy it)
-    python -m tools.slides check    # exit 1 when a notebook's slide metadata is stale
+    python -m tools.authoring.slides write    # stamp every notebook (the Chinese ones copy it)
+    python -m tools.authoring.slides check    # exit 1 when a notebook's slide metadata is stale
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.lesson_size import NOTEBOOKS, part_of
+from tools.authoring.lesson_size import NOTEBOOKS, part_of
 from tools.lessons import lesson_notebooks
 
 SLIDE, FRAGMENT, SKIP, CONTINUE = "slide", "fragment", "skip", "-"
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         elif cells := stale(nb):
             problems.append(
                 f"{path.name}: slide metadata of cells {cells[:8]} is stale: "
-                "`python -m tools.slides write`, then `make translations`"
+                "`python -m tools.authoring.slides write`, then `make translations`"
             )
     print("\n".join(problems) or f"{len(paths)} notebooks: slide metadata current")
     return 1 if problems else 0

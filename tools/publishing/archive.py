@@ -13,7 +13,7 @@ points at outside those files, never a name that would unpack elsewhere: each fi
 is named in one line. The zip lists its files in MANIFEST, so an unpacked copy (no git)
 makes the same zip again, whatever else was put in it since.
 
-    python -m tools.archive build/site/pytorch-blitz.zip
+    python -m tools.publishing.archive build/site/pytorch-blitz.zip
 """
 
 from __future__ import annotations
@@ -25,16 +25,17 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FOLDER = "pytorch-blitz"  # what the zip unpacks into
 NAME = f"{FOLDER}.zip"
 # Never shipped, whether tracked or not: git's own folder, environments, data and outputs.
 SKIP_PARTS = {".git", ".venv", "build", "data", "checkpoints", "__pycache__"}
 SKIP_SUFFIXES = {".npz", ".pt", ".pyc", ".tar.gz", ".zip"}
-# Hidden files that are shipped: tools/i18n.py's record of the notebooks it wrote in
+# Hidden files that are shipped: tools/authoring/i18n.py's record of the notebooks it wrote in
 # notebooks/zh (without it, `make translations` in the unpacked zip keeps them as foreign).
 HIDDEN_KEPT = {".gitignore", ".i18n-built.json"}
-# Written by the tools (tools/i18n.py, tools/run_notebooks.py --record-times), shipped even
+# Written by the tools (tools/authoring/i18n.py, tools/authoring/run_notebooks.py
+# --record-times), shipped even
 # before anyone commits them.
 GENERATED = ("notebooks/zh/.i18n-built.json", "notebooks/run_times.json")
 # In the zip: the list of its files, one a line (what an unpacked copy ships again).
@@ -118,7 +119,7 @@ def write_archive(target: Path, root: Path = ROOT) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m tools.archive OUT.zip", file=sys.stderr)
+        print("usage: python -m tools.publishing.archive OUT.zip", file=sys.stderr)
         return 2
     try:
         size = write_archive(Path(args[0]))

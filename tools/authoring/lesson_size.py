@@ -6,9 +6,10 @@ time for a part is ``words / 200 + code_lines / 10`` minutes: reading technical 
 about 200 words a minute, and about 6 seconds to read, type and run each non-blank code
 line. On the official 60-minute blitz (about 4,500 words, 350 code lines) it gives 58 min.
 
-    python -m tools.lesson_size          # the table: per notebook and in total
-    python -m tools.lesson_size write    # stamp the times into the headers (en and zh)
-    python -m tools.lesson_size check    # fail when a header's times or a Lab flag are stale
+    python -m tools.authoring.lesson_size          # the table: per notebook and in total
+    python -m tools.authoring.lesson_size write    # stamp the times into the headers (en and zh)
+    python -m tools.authoring.lesson_size check    # fail when a header's times or a Lab flag
+    are stale
 
 ``write`` and ``check`` cover README.md's lesson table too (its learner-time column and the
 total row), so the README never shows other numbers than the headers. ``write`` also marks
@@ -28,15 +29,11 @@ from pathlib import Path
 
 import nbformat
 
-try:
-    from tools import conventions, i18n
-    from tools.lessons import lesson_notebooks
-except ImportError:  # run as a script: tools/ is sys.path[0]
-    import conventions
-    import i18n
-    from lessons import lesson_notebooks
+from tools import conventions
+from tools.authoring import i18n
+from tools.lessons import lesson_notebooks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 WORDS_PER_MIN = 200
 LINES_PER_MIN = 10
@@ -45,7 +42,7 @@ OPTIONAL, EXERCISE, SOLUTION = conventions.OPTIONAL, conventions.EXERCISE, conve
 PARTS = ("core", "deep dives", "exercises")
 COLLAPSED = "jp-MarkdownHeadingCollapsed"
 # The header lines ``write`` keeps current, in each language (tools/conventions.py): the
-# learner times, and the run times ``tools/run_notebooks.py --record-times`` measured
+# learner times, and the run times ``tools/authoring/run_notebooks.py --record-times`` measured
 # (notebooks/run_times.json), per data set.
 RUN_TIMES = NOTEBOOKS / "run_times.json"
 
@@ -188,7 +185,7 @@ def problems(path: Path) -> list[str]:
     if (want_run := run_line(path.stem, "en")) is None:
         found.append(
             f"{path.name}: no run time recorded in {RUN_TIMES.name}: "
-            f"python -m tools.run_notebooks --record-times {path.name}"
+            f"python -m tools.authoring.run_notebooks --record-times {path.name}"
         )
     elif want_run not in header:
         found.append(f"{path.name}: the header should say '{want_run}'")
@@ -344,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in found:
             print(line, file=sys.stderr)
         if found:
-            print("Fix: python -m tools.lesson_size write", file=sys.stderr)
+            print("Fix: python -m tools.authoring.lesson_size write", file=sys.stderr)
             return 1
     return 0
 

@@ -1,10 +1,10 @@
 """Accessibility of nbconvert's HTML for a notebook: keyboard access and names for code and
 outputs, and alt text for figures (WCAG 2.1 AA; tests/test_accessibility.py checks the site).
 
-Shared by the teaching site's lesson pages (tools/build_site.py) and, through the same
+Shared by the teaching site's lesson pages (tools/publishing/build_site.py) and, through the same
 call, anything else rendered from a notebook by nbconvert's ``lab``-based templates (the
 slide decks): ``make_accessible(html, nb, words)`` with ``nb`` the notebook the HTML was made
-from and ``words`` the page language's interface words (site_templates/strings/<code>.json:
+from and ``words`` the page language's interface words (templates/strings/<code>.json:
 ``code_label``, ``output_label``, ``figure``, ``figure_text``).
 """
 

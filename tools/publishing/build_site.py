@@ -2,26 +2,28 @@
 
 Usage (``make html`` runs the first form)::
 
-    python tools/build_site.py                      # stored outputs, into build/site
-    python tools/build_site.py --execute            # re-execute (on a copy) first
-    python tools/build_site.py --notebooks DIR --out DIR
+    python -m tools.publishing.build_site                      # stored outputs, into build/site
+    python -m tools.publishing.build_site --execute            # re-execute (on a copy) first
+    python -m tools.publishing.build_site --notebooks DIR --out DIR
 
 A build replaces ``--out`` only if it is empty, or holds just what an earlier build wrote
 there, unchanged (listed in ``_static/built-files.sha256``): anything else stops it, named.
 
-Every lesson page is rendered by nbconvert with the template in ``tools/site_templates/lesson``
+Every lesson page is rendered by nbconvert with the template in
+``tools/publishing/templates/lesson``
 (JupyterLab's look plus navigation). The site never loads anything from another host:
 MathJax 2 is copied from the ``jupyter-server-mathjax`` wheel into ``_static/mathjax``,
 images are embedded as data URIs, require.js / widget / mermaid CDN scripts are dropped and
 saved widget state (tqdm bars) is rendered as static HTML; code and outputs get keyboard
-access and names, figures alt text (tools/accessibility.py), and ``code-colours.css`` gives
+access and names, figures alt text (tools/publishing/accessibility.py), and
+``code-colours.css`` gives
 code and prompts WCAG AA contrast (tests/test_accessibility.py). The index lists each lesson's
 title, summary, run time and hardware, read from the notebook's first markdown cell
 (the convention in CONTRIBUTING.md).
 
 The Chinese site goes into ``<out>/zh`` (``--english-only`` skips it): the same notebooks
-with the markdown of ``translations/zh`` (tools/i18n.py), a language switch on every page,
-its own search index and the interface words of ``site_templates/strings/<code>.json``.
+with the markdown of ``translations/zh`` (tools/authoring/i18n.py), a language switch on every page,
+its own search index and the interface words of ``templates/strings/<code>.json``.
 """
 
 from __future__ import annotations
@@ -47,21 +49,14 @@ import nbformat
 from nbconvert import HTMLExporter
 from traitlets import validate
 
-try:
-    from tools import archive, conventions, decks, i18n, lesson_size
-    from tools.accessibility import make_accessible
-    from tools.lessons import lesson_notebooks
-except ModuleNotFoundError:  # run as a script (make html): tools/ itself is on sys.path
-    import archive
-    import conventions
-    import decks
-    import i18n
-    import lesson_size
-    from accessibility import make_accessible
-    from lessons import lesson_notebooks
+from tools import conventions
+from tools.authoring import i18n, lesson_size
+from tools.lessons import lesson_notebooks
+from tools.publishing import archive, decks
+from tools.publishing.accessibility import make_accessible
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = Path(__file__).resolve().parent / "site_templates"
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = "_static"
 # Every file a build wrote, with its sha256 (sha256sum's format): a rebuild replaces the
 # folder only if it holds exactly these files, unchanged, so nothing a user put there is lost.
@@ -88,7 +83,8 @@ _FIELD_RE = re.compile(r"^\*\*\s*([^*:：]+?)\s*[:：]?\s*\*\*\s*[:：]?\s*(.*)$
 class Language:
     """One language of the site: where its pages go (``folder``, "" for the root)."""
 
-    code: str  # its strings file's name (tools/conventions.py) and catalog folder (tools/i18n.py)
+    # its strings file's name (tools/conventions.py), its catalog folder (tools/authoring/i18n.py)
+    code: str
     html_lang: str
     folder: str
 
@@ -165,7 +161,8 @@ class Lesson:
 
     @property
     def learner_time(self) -> str:
-        """The learner-time line (tools/lesson_size.py writes it), without its final stop."""
+        """The learner-time line (tools/authoring/lesson_size.py writes it), without its final
+        stop."""
         return self.fields["Learner time"].strip().rstrip(".。")
 
     @property
@@ -448,13 +445,11 @@ def find_mathjax() -> Path:
 
 def execute_notebook(nb: nbformat.NotebookNode, path: Path, timeout: int = 600) -> None:
     """Run ``nb`` top to bottom in memory (the file on disk is not touched) with the runner
-    and the test contract of ``make refresh`` (tools/run_notebooks.py, tools/contract.py): on
+    and the test contract of ``make refresh`` (tools/authoring/run_notebooks.py,
+    tools/harness/contract.py): on
     the CPU, from the subset, as the stored outputs were made."""
-    try:
-        from tools import contract, run_notebooks
-    except ModuleNotFoundError:  # run as a script (make html)
-        import contract
-        import run_notebooks
+    from tools.authoring import run_notebooks
+    from tools.harness import contract
 
     contract.apply()
     result = run_notebooks.execute(nb, path, timeout, "python3")
@@ -553,9 +548,9 @@ def build_site(
     ``out_dir`` is replaced as a whole, but only if it is empty or an earlier build holding
     only the files it wrote, unchanged (``MANIFEST``); a failed build leaves nothing there.
     With ``execute=True`` each notebook is re-run in memory first (the file is untouched).
-    With ``translations`` (the catalogs' folder, see tools/i18n.py) the Chinese site goes
+    With ``translations`` (the catalogs' folder, see tools/authoring/i18n.py) the Chinese site goes
     into ``out_dir/zh``: the same notebooks, outputs included, with the catalog's markdown.
-    An untranslated or stale cell shows its English text there (``tools/i18n.py check``
+    An untranslated or stale cell shows its English text there (``tools/authoring/i18n.py check``
     fails until none is left), so every lesson exists in both languages.
     Raises :class:`SiteError` with an actionable message on bad input.
     """
@@ -759,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
         "--translations",
         type=Path,
         default=ROOT / "translations",
-        help="catalogs of the translated sites (tools/i18n.py); default: %(default)s",
+        help="catalogs of the translated sites (tools/authoring/i18n.py); default: %(default)s",
     )
     parser.add_argument(
         "--english-only", action="store_true", help="skip the translated sites (build/site/zh)"

@@ -1,18 +1,19 @@
 """Every committed file that a tool writes, regenerated in the one right order (``make
 generate``), or checked (``make test`` runs ``--check``: it names the step that is stale).
 
-1. ``utils/`` lesson modules from the notebooks' cells tagged ``save`` (tools/save_cells.py);
-2. slide metadata from the headings (tools/slides.py);
+1. ``utils/`` lesson modules from the notebooks' cells tagged ``save``
+(tools/authoring/save_cells.py);
+2. slide metadata from the headings (tools/authoring/slides.py);
 3. learner and run times in the headers, both languages, and the README's table
-   (tools/lesson_size.py, from notebooks/run_times.json);
-4. the Chinese notebooks from the English ones and the catalogs (tools/i18n.py).
+   (tools/authoring/lesson_size.py, from notebooks/run_times.json);
+4. the Chinese notebooks from the English ones and the catalogs (tools/authoring/i18n.py).
 
 Stored outputs are not generated here: ``make refresh`` re-executes the notebooks (which
-also records their run times) and then runs this. After ``python -m tools.generate``,
+also records their run times) and then runs this. After ``python -m tools.authoring.generate``,
 ``git diff`` shows nothing unless a notebook or a catalog changed.
 
-    python -m tools.generate           # write everything
-    python -m tools.generate --check   # exit 1 naming each stale step
+    python -m tools.authoring.generate           # write everything
+    python -m tools.authoring.generate --check   # exit 1 naming each stale step
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # (what it writes, the command that writes it, the command that checks it): in this order,
 # because the later ones read what the earlier ones wrote (i18n copies slide metadata and the
 # header's times into the Chinese notebooks).
 STEPS = [
-    ("utils/ from the cells tagged save", "tools.save_cells", ["write"], ["check"]),
-    ("slide metadata", "tools.slides", ["write"], ["check"]),
-    ("learner and run times (headers, README)", "tools.lesson_size", ["write"], ["check"]),
-    ("Chinese notebooks (notebooks/zh)", "tools.i18n", ["build"], ["check"]),
+    ("utils/ from the cells tagged save", "tools.authoring.save_cells", ["write"], ["check"]),
+    ("slide metadata", "tools.authoring.slides", ["write"], ["check"]),
+    (
+        "learner and run times (headers, README)",
+        "tools.authoring.lesson_size",
+        ["write"],
+        ["check"],
+    ),
+    ("Chinese notebooks (notebooks/zh)", "tools.authoring.i18n", ["build"], ["check"]),
 ]
 
 

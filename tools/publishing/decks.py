@@ -1,10 +1,10 @@
 """Slide decks for the teaching site: each lesson's core path as a reveal.js presentation.
 
-``make html`` (tools/build_site.py) writes one deck per lesson and language next to the
-lesson page (``01_tensors.slides.html``). A deck shows the cells that ``tools/slides.py``
+``make html`` (tools/publishing/build_site.py) writes one deck per lesson and language next to the
+lesson page (``01_tensors.slides.html``). A deck shows the cells that ``tools/authoring/slides.py``
 marks (the core path: a slide per section, code cells as fragments, with their stored
 outputs and figures) and skips deep dives, exercises and solutions. Everything it loads comes
-from the site: reveal.js from ``site_templates/vendor`` (unmodified, MIT licence kept),
+from the site: reveal.js from ``templates/vendor`` (unmodified, MIT licence kept),
 MathJax from the site's copy. Keys: → / space next, ← back, Esc overview, F full screen.
 
 Every slide fits the screen by design: the deck's copy of the notebook is paginated first
@@ -27,12 +27,9 @@ import nbformat
 from nbconvert import SlidesExporter
 from traitlets import validate
 
-try:
-    from tools.accessibility import make_accessible
-except ModuleNotFoundError:  # imported by tools/build_site.py run as a script (make html)
-    from accessibility import make_accessible
+from tools.publishing.accessibility import make_accessible
 
-TEMPLATES = Path(__file__).resolve().parent / "site_templates"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 REVEAL_VERSION = "6.0.2"
 # What one slide holds, in lines (the deck is 960 × 700 slide pixels; code is 19 px): more is
 # continued on the next slide. Measured, not derived: see this module's docstring.
@@ -58,7 +55,7 @@ def deck_name(stem: str) -> str:
 
 
 def has_slides(nb: nbformat.NotebookNode) -> bool:
-    """Whether ``nb`` carries slide metadata (``python -m tools.slides write``)."""
+    """Whether ``nb`` carries slide metadata (``python -m tools.authoring.slides write``)."""
     return any(c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells)
 
 
@@ -168,8 +165,9 @@ def render_deck(
     words: dict[str, str],
 ) -> str:
     """The HTML of ``nb``'s deck; ``static`` is the site's static folder relative to it,
-    ``words`` the deck language's interface words (site_templates/strings/<code>.json). Code and
-    outputs are named and figures described as on the lesson pages (tools/accessibility.py)."""
+    ``words`` the deck language's interface words (templates/strings/<code>.json). Code and
+    outputs are named and figures described as on the lesson pages
+    (tools/publishing/accessibility.py)."""
     nb = paginate(nb)
     nb.metadata["title"] = title
     exporter = _DeckExporter(

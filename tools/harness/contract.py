@@ -1,5 +1,6 @@
 """How the notebooks run under test, defined once: pytest (``tests/conftest.py``), ``make
-refresh`` and ``make test-gpu`` (``tools/run_notebooks.py``) and ``make test-portable`` all
+refresh`` and ``make test-gpu`` (``tools/authoring/run_notebooks.py``) and ``make
+test-portable`` all
 apply these defaults, so each works the same from a fresh shell with nothing exported.
 
 The stored outputs were recorded on a CPU, with two threads, from the 6,000-image CIFAR-10
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from utils import data
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_SUBSET = ROOT.parent / "shared" / "data" / "cifar10-subset.npz"
 _ON = {"1", "true", "yes", "on"}
 _OFF = {"0", "false", "no", "off"}

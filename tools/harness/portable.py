@@ -5,8 +5,8 @@ may run another number of threads, which changes the last digits of long floatin
 work. This re-runs nbval (strict, with the bands of ``tests/nbval_bands.py``) against the
 same stored outputs under each variant below, on this one machine, and fails if any does.
 
-    python tools/test_portable.py                 # every variant
-    python tools/test_portable.py --only omp1     # one of them
+    python -m tools.harness.portable                 # every variant
+    python -m tools.harness.portable --only omp1     # one of them
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # What differs between learners' machines, reproduced on one: capped instruction sets make
 # oneDNN, MKL and ATen's own kernels take the code paths an older CPU would.
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(VARIANTS)
     results = []
     for name in names:
-        env = {**os.environ, **VARIANTS[name]}  # pytest adds the rest (tools/contract.py)
+        env = {**os.environ, **VARIANTS[name]}  # pytest adds the rest (tools/harness/contract.py)
         settings = " ".join(f"{k}={v}" for k, v in VARIANTS[name].items())
         print(f"\n=== variant {name}: {settings}", flush=True)
         start = time.perf_counter()

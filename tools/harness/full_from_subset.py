@@ -7,8 +7,9 @@ other row repeats one of them. torchvision's md5 check cannot pass on these file
 folder carries ``utils.data.BUILT_FROM_SUBSET`` and ``utils.load_cifar10`` skips the check
 there. Never commit the result (it is derived from the subset, which stays out of git).
 
-    python -m tools.full_from_subset /tmp/cifar10-full   # then, for the notebooks:
-    BLITZ_CIFAR10=full BLITZ_CIFAR10_ROOT=/tmp/cifar10-full python -m tools.run_notebooks ...
+    python -m tools.harness.full_from_subset /tmp/cifar10-full   # then, for the notebooks:
+    BLITZ_CIFAR10=full BLITZ_CIFAR10_ROOT=/tmp/cifar10-full python -m
+    tools.authoring.run_notebooks ...
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def build(subset: Path, out: Path, size: int = BATCH) -> Path:
     meta = {"label_names": [str(c) for c in classes], "num_cases_per_batch": size}
     (folder / "batches.meta").write_bytes(pickle.dumps(meta))
     (folder / data.BUILT_FROM_SUBSET).write_text(
-        f"Built from {subset.name} by tools/full_from_subset.py: 6,000 real images, repeated.\n"
+        f"Built from {subset.name} by tools/harness/full_from_subset.py: "
+        "6,000 real images, repeated.\n"
     )
     return folder
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
 # JupyterLab's defaults for a classroom (a user's own settings still win): no prompt about
 # Jupyter news on every start, neither news nor updates fetched, and → / ← in a RISE

@@ -4,13 +4,13 @@
 No output is compared: on a GPU the numbers differ from the stored CPU outputs by design,
 so the notebooks' own assertions are the check. Each notebook runs with its own folder as
 the working directory (relative paths such as ``data/`` behave as in Lab), in the
-environment of the test contract (tools/contract.py). Executed copies go to ``--out-dir``;
+environment of the test contract (tools/harness/contract.py). Executed copies go to ``--out-dir``;
 with ``--inplace`` (``make refresh``) the notebooks themselves are rewritten instead, only
 when every cell ran, and without execution timestamps, so a diff shows what really changed.
 
-    python tools/run_notebooks.py notebooks/*.ipynb             # every lesson
-    python tools/run_notebooks.py --timeout 300 notebooks/05_data_parallel.ipynb
-    python tools/run_notebooks.py --inplace notebooks/*.ipynb   # store fresh outputs
+    python -m tools.authoring.run_notebooks notebooks/*.ipynb             # every lesson
+    python -m tools.authoring.run_notebooks --timeout 300 notebooks/05_data_parallel.ipynb
+    python -m tools.authoring.run_notebooks --inplace notebooks/*.ipynb   # store fresh outputs
 """
 
 from __future__ import annotations
@@ -29,13 +29,10 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-try:
-    from tools import contract, lesson_size
-except ImportError:  # run as a script: tools/ is sys.path[0]
-    import contract
-    import lesson_size
+from tools.authoring import lesson_size
+from tools.harness import contract
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEAD_LINES = 3  # of the failing cell's source
 TAIL_LINES = 8  # of the traceback: the exception and the frames nearest to it
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # IPython colours its tracebacks
@@ -92,8 +89,8 @@ def record_times(path: Path, seconds: dict[str, float], environ=os.environ) -> s
         k: round(v, 1) for k, v in seconds.items()
     }
     times["measured_with"] = (
-        f"python -m tools.run_notebooks --record-times on {_cpu_model()}, {os.cpu_count()} "
-        f"CPUs, OMP_NUM_THREADS={environ.get('OMP_NUM_THREADS', 'unset')}"
+        f"python -m tools.authoring.run_notebooks --record-times on {_cpu_model()}, "
+        f"{os.cpu_count()} CPUs, OMP_NUM_THREADS={environ.get('OMP_NUM_THREADS', 'unset')}"
     )
     store.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return data
@@ -208,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         "--record-times",
         action="store_true",
         help="store each passing notebook's run time in notebooks/run_times.json, the source of "
-        "the headers' run-time lines (then: python -m tools.lesson_size write); --inplace does too",
+        "the headers' run-time lines (then: python -m tools.authoring.lesson_size write); "
+        "--inplace does too",
     )
     args = parser.parse_args(argv)
     contract.apply()

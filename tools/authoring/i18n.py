@@ -20,13 +20,14 @@ Both kinds of cell have the same entry, ``{"en_sha256": ..., "text": [lines]}``:
 
 Usage (``make translations`` runs ``build``)::
 
-    python tools/i18n.py build                  # write notebooks/zh/*.ipynb
-    python tools/i18n.py check                  # missing / stale / damaged entries, exit 1
-    python tools/i18n.py todo 01                # what a translator must (re)translate
-    python tools/i18n.py todo 01 --json > t.json  # the same as {cell id: English source}
-    python tools/i18n.py import 01 t.json       # record {cell id: translation} (a batch)
-    python tools/i18n.py set 01 a2f572ae cell.md  # record one cell ('-': stdin)
-    python tools/i18n.py prune 01               # drop entries whose cell no longer exists
+    python -m tools.authoring.i18n build                  # write notebooks/zh/*.ipynb
+    python -m tools.authoring.i18n check                  # missing / stale / damaged entries,
+    exit 1
+    python -m tools.authoring.i18n todo 01                # what a translator must (re)translate
+    python -m tools.authoring.i18n todo 01 --json > t.json  # the same as {cell id: English source}
+    python -m tools.authoring.i18n import 01 t.json       # record {cell id: translation} (a batch)
+    python -m tools.authoring.i18n set 01 a2f572ae cell.md  # record one cell ('-': stdin)
+    python -m tools.authoring.i18n prune 01               # drop entries whose cell no longer exists
 
 A notebook is named by its stem, its number (``01``) or its path.
 """
@@ -50,12 +51,9 @@ from pathlib import Path
 
 import nbformat
 
-try:
-    from tools.lessons import lesson_notebooks
-except ModuleNotFoundError:  # run as a script (make translations): tools/ is on sys.path
-    from lessons import lesson_notebooks
+from tools.lessons import lesson_notebooks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = ROOT / "notebooks"
 TRANSLATIONS_DIR = ROOT / "translations"
 DEFAULT_LANG = "zh"
@@ -103,7 +101,7 @@ def resolve_notebook(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
 
 def load_notebook(path: Path) -> nbformat.NotebookNode:
     """``path`` as a notebook, or an :class:`I18nError` naming the file and what is wrong in
-    one line (tools/build_site.py reads the notebooks with it too)."""
+    one line (tools/publishing/build_site.py reads the notebooks with it too)."""
     try:
         return nbformat.read(path, as_version=4)
     except Exception as exc:  # OSError, bad JSON or UTF-8, not a notebook (many kinds)
@@ -873,7 +871,9 @@ def _built(folder: Path) -> set[str]:
 
 
 def _record_built(folder: Path, names: set[str]) -> None:
-    text = json.dumps({"written_by": "tools/i18n.py build", "notebooks": sorted(names)}, indent=1)
+    text = json.dumps(
+        {"written_by": "tools/authoring/i18n.py build", "notebooks": sorted(names)}, indent=1
+    )
     record = folder / BUILT
     if not record.is_file() or record.read_text(encoding="utf-8") != text + "\n":
         record.write_text(text + "\n", encoding="utf-8")
@@ -900,8 +900,9 @@ def write_translation(target: Path, text: str) -> bool:
 
 def _kept_line(kept: list[Path]) -> str:
     return (
-        f"kept {', '.join(_shown(p) for p in kept)}: not written by `tools/i18n.py build`, "
-        "which overwrites and deletes only its own notebooks (move one away to have it rebuilt)"
+        f"kept {', '.join(_shown(p) for p in kept)}: not written by "
+        "`python -m tools.authoring.i18n build`, which overwrites and deletes only its own "
+        "notebooks (move one away to have it rebuilt)"
     )
 
 
@@ -958,7 +959,7 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
         if state.orphans:
             problems.append(
                 f"{name}: {_shown(catalog.path)} has entries for cells that no longer exist: "
-                f"{' '.join(state.orphans)} (`python tools/i18n.py prune {name}`)"
+                f"{' '.join(state.orphans)} (`python -m tools.authoring.i18n prune {name}`)"
             )
         if terms:
             problems.extend(f"{name}: {p}" for p in term_problems(lesson_prose(nb, catalog), terms))
@@ -1083,8 +1084,9 @@ def _print_todo(english: Path, lang: str, root: Path, as_json: bool) -> None:
     print(_summary(english.stem, state))
     if state.missing or state.stale:
         print(
-            f"Next: `python tools/i18n.py todo {english.stem} --json > t.json`, replace each "
-            f"value by its translation, `python tools/i18n.py import {english.stem} t.json`."
+            f"Next: `python -m tools.authoring.i18n todo {english.stem} --json > t.json`, "
+            "replace each value by its translation, "
+            f"`python -m tools.authoring.i18n import {english.stem} t.json`."
         )
 
 
@@ -1128,7 +1130,8 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 print("\n".join(problems))
                 print(
-                    f"{len(problems)} problem(s). Translate with `python tools/i18n.py todo NB` "
+                    f"{len(problems)} problem(s). Translate with "
+                    "`python -m tools.authoring.i18n todo NB` "
                     "and `import` (see translations/zh/glossary.md), then `make translations`.",
                     file=sys.stderr,
                 )
