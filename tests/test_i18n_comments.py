@@ -102,7 +102,7 @@ def test_a_hash_inside_a_string_is_no_comment() -> None:
         (4, "# after it"),
         (5, "# 'quotes' in a comment"),
     ]
-    assert i18n.code_without_comments(source) == [
+    assert i18n.code_parts(source)[0] == [
         's = "# no"',
         't = f"{s}#no"',
         'u = """',
@@ -118,7 +118,7 @@ def test_ipython_magics_and_shell_lines() -> None:
     assert [c.text for c in i18n.comments(WRITEFILE)] == ["# the environment", '# "#" quoted']
     shell = 'for f in []:\n    !echo "#1" a#b  # list\n    %timeit f()  # time it\n!ls'
     assert [(c.line, c.text) for c in i18n.comments(shell)] == [(1, "# list"), (2, "# time it")]
-    assert i18n.code_without_comments(shell)[1:3] == ['    !echo "#1" a#b', "    %timeit f()"]
+    assert i18n.code_parts(shell)[0][1:3] == ['    !echo "#1" a#b', "    %timeit f()"]
     assert i18n.comments("%%bash\necho hi  # greet\necho a#b") == [i18n.Comment(1, 9, "# greet")]
     assert i18n.comments("%%html\n<b># a heading?</b>") == []
     assert i18n.comments("%%writefile notes.md\n# Title") == []

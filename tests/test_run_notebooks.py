@@ -79,7 +79,8 @@ def test_a_good_a_bad_and_a_hanging_notebook(tmp_path: Path) -> None:
 def test_usage_errors(
     tmp_path: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    from tools import run_notebooks  # main() in-process: the errors come before any kernel
+    # main() in-process: the errors come before any kernel
+    from tools.authoring import run_notebooks
 
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()

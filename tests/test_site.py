@@ -27,13 +27,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from tests import browser as browser_helpers
 from tools import conventions
 from tools.authoring import i18n
-from tools.publishing.build_site import (
-    SiteError,
-    build_site,
-    main,
-    parse_header,
-    render_widgets_statically,
-)
+from tools.publishing.build_site import build_site, main
+from tools.publishing.pages import SiteError, parse_header, render_widgets_statically
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -231,7 +226,7 @@ def test_a_rebuild_keeps_what_a_user_put_in_the_site(tmp_path: Path, capsys) -> 
 
 def test_a_failed_build_leaves_no_half_site(tmp_path: Path, monkeypatch) -> None:
     """What a failed build wrote is removed, so the next build is not refused."""
-    from tools.publishing import build_site as builder
+    from tools.publishing import pages
 
     src = tmp_path / "notebooks"
     src.mkdir()
@@ -241,7 +236,7 @@ def test_a_failed_build_leaves_no_half_site(tmp_path: Path, monkeypatch) -> None
     def broken(*args, **kwargs) -> None:
         raise RuntimeError("nbconvert failed")
 
-    monkeypatch.setattr(builder, "_render_language", broken)
+    monkeypatch.setattr(pages, "render_language", broken)
     with pytest.raises(RuntimeError, match="nbconvert failed"):
         build_site(src, out, log=lambda _msg: None)
     assert not out.exists()

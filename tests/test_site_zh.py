@@ -21,7 +21,7 @@ import pytest
 
 from tests import browser as browser_helpers
 from tools.authoring import i18n
-from tools.publishing.build_site import parse_header
+from tools.publishing.pages import parse_header
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

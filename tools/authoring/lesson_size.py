@@ -1,21 +1,14 @@
 """How big each lesson is and how long it takes a learner, by one formula.
 
-Every cell belongs to one part of its notebook, by its cell tags: a deep dive (``optional``),
-an exercise (``exercise`` or ``solution``) or, with none of those, the core path. A learner's
-time for a part is ``words / 200 + code_lines / 10`` minutes: reading technical prose at
-about 200 words a minute, and about 6 seconds to read, type and run each non-blank code
-line. On the official 60-minute blitz (about 4,500 words, 350 code lines) it gives 58 min.
+A cell is on the core path, in a deep dive (tag ``optional``) or an exercise (``exercise``,
+``solution``). A learner's time for a part is ``words / 200 + code_lines / 10`` minutes:
+reading prose at 200 words a minute, about 6 s to read, type and run a code line (the
+official 60-minute blitz comes out at 58). ``write`` stamps these and the run times
+(notebooks/run_times.json) into the headers of both languages and README.md's table, and
+folds each deep dive's heading and each solution's code in JupyterLab; ``check`` fails
+where any of that is stale.
 
-    python -m tools.authoring.lesson_size          # the table: per notebook and in total
-    python -m tools.authoring.lesson_size write    # stamp the times into the headers (en and zh)
-    python -m tools.authoring.lesson_size check    # fail when a header's times or a Lab flag
-    are stale
-
-``write`` and ``check`` cover README.md's lesson table too (its learner-time column and the
-total row), so the README never shows other numbers than the headers. ``write`` also marks
-the heading that opens each deep dive as collapsed in JupyterLab (cell metadata
-``jp-MarkdownHeadingCollapsed``), so a deep dive opens folded, and folds each solution's
-code (``jupyter.source_hidden``), so the answer does not stand under the exercise.
+    python -m tools.authoring.lesson_size [table | write | check] [NOTEBOOK ...]
 """
 
 from __future__ import annotations
@@ -35,21 +28,22 @@ from tools.lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
-WORDS_PER_MIN = 200
-LINES_PER_MIN = 10
+README = ROOT / "README.md"
+RUN_TIMES = NOTEBOOKS / "run_times.json"  # written by run_notebooks.py --record-times
 CORE_BUDGET = (5_000, 450)  # words of markdown, non-blank code lines: all five core paths
-OPTIONAL, EXERCISE, SOLUTION = conventions.OPTIONAL, conventions.EXERCISE, conventions.SOLUTION
 PARTS = ("core", "deep dives", "exercises")
 COLLAPSED = "jp-MarkdownHeadingCollapsed"
-# The header lines ``write`` keeps current, in each language (tools/conventions.py): the
-# learner times, and the run times ``tools/authoring/run_notebooks.py --record-times`` measured
-# (notebooks/run_times.json), per data set.
-RUN_TIMES = NOTEBOOKS / "run_times.json"
-
-
-def _line_pattern(lang: str, field: str) -> re.Pattern:
-    label = conventions.lesson_words(lang)["header_fields"][field]
-    return re.compile(rf"^\*\*{re.escape(label)}.*$", re.M)
+# A heading that opens a deep dive (several may follow each other), in any language.
+DEEP_DIVE = re.compile(
+    r"^#{2,4}\s+("
+    + "|".join(re.escape(conventions.lesson_words(c)["deep_dive"]) for c in conventions.codes())
+    + ")",
+    re.I,
+)
+# README's lesson table: a lesson's row ends in "| C / D / E min |", the total row in
+# "| **C** / D / E min |" (core / deep dives / exercises).
+_README_ROW = re.compile(r"^(\| (\d\d) \| .*\| )\d+ / \d+ / \d+ min \|$", re.M)
+_README_TOTAL = re.compile(r"^(\| \| all \w+ \| .*\| )\*\*\d+\*\* / \d+ / \d+ min \|$", re.M)
 
 
 def about(seconds: float, lang: str) -> str:
@@ -62,33 +56,20 @@ def about(seconds: float, lang: str) -> str:
 
 
 def run_line(stem: str, lang: str) -> str | None:
-    """The run-time line for notebook ``stem`` from notebooks/run_times.json, or None when
-    no run of it was recorded on the subset."""
+    """The header's run-time line for notebook ``stem``; None if no subset run is recorded."""
     times = json.loads(RUN_TIMES.read_text(encoding="utf-8")) if RUN_TIMES.is_file() else {}
     measured = times.get("notebooks", {}).get(stem, {})
     if "subset" not in measured:
         return None
     words = {k: about(v, lang) for k, v in measured["subset"].items()}
-    templates = conventions.lesson_words(lang)
-    if "full" not in measured:
-        return templates["run_time_line"].format(**words)
-    full = {f"{k}_full": about(v, lang) for k, v in measured["full"].items()}
-    return templates["run_time_line_full"].format(**words, **full)
-
-
-# Where a deep dive starts inside a run of optional cells (deep dives may follow each other):
-# a heading that opens with the deep-dive word of any language.
-DEEP_DIVE = re.compile(
-    r"^#{2,4}\s+("
-    + "|".join(re.escape(conventions.lesson_words(c)["deep_dive"]) for c in conventions.codes())
-    + ")",
-    re.I,
-)
+    words |= {f"{k}_full": about(v, lang) for k, v in measured.get("full", {}).items()}
+    template = "run_time_line_full" if "full" in measured else "run_time_line"
+    return conventions.lesson_words(lang)[template].format(**words)
 
 
 def minutes(words: int, lines: int) -> int:
     """A learner's minutes for this much prose and code, rounded as a header shows them."""
-    exact = words / WORDS_PER_MIN + lines / LINES_PER_MIN
+    exact = words / 200 + lines / 10
     if exact < 10:
         return max(1, round(exact)) if words or lines else 0
     return 5 * round(exact / 5)
@@ -96,20 +77,9 @@ def minutes(words: int, lines: int) -> int:
 
 def part_of(cell: nbformat.NotebookNode) -> str:
     tags = set(cell.get("metadata", {}).get("tags", []))
-    if OPTIONAL in tags:
+    if conventions.OPTIONAL in tags:
         return "deep dives"
-    if tags & {EXERCISE, SOLUTION}:
-        return "exercises"
-    return "core"
-
-
-def size(cell: nbformat.NotebookNode) -> tuple[int, int]:
-    """(markdown words, non-blank code lines) of one cell."""
-    if cell.cell_type == "markdown":
-        return len(cell.source.split()), 0
-    if cell.cell_type == "code":
-        return 0, sum(1 for line in cell.source.splitlines() if line.strip())
-    return 0, 0
+    return "exercises" if tags & {conventions.EXERCISE, conventions.SOLUTION} else "core"
 
 
 @dataclass
@@ -117,19 +87,26 @@ class Size:
     words: int = 0
     lines: int = 0
 
-    def add(self, words: int, lines: int) -> None:
-        self.words += words
-        self.lines += lines
+    def __add__(self, other: Size) -> Size:
+        return Size(self.words + other.words, self.lines + other.lines)
 
     @property
     def minutes(self) -> int:
         return minutes(self.words, self.lines)
 
 
+def size(cell: nbformat.NotebookNode) -> Size:
+    """Markdown words and non-blank code lines of one cell."""
+    if cell.cell_type == "markdown":
+        return Size(words=len(cell.source.split()))
+    if cell.cell_type == "code":
+        return Size(lines=sum(1 for line in cell.source.splitlines() if line.strip()))
+    return Size()
+
+
 @dataclass
 class DeepDive:
-    """Consecutive ``optional`` cells from one ``## Deep dive: ...`` heading to the next deep
-    dive or the next cell that is not optional."""
+    """``optional`` cells from one deep-dive heading to the next or to a cell not optional."""
 
     start: int  # index of its first cell
     size: Size = field(default_factory=Size)
@@ -149,12 +126,12 @@ def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
     previous = ""
     for i, cell in enumerate(nb.cells):
         part = part_of(cell)
-        parts[part].add(*size(cell))
+        parts[part] += size(cell)
         if part == "deep dives":
             starts = cell.cell_type == "markdown" and DEEP_DIVE.match(cell.source)
             if previous != "deep dives" or starts:
                 dives.append(DeepDive(i))
-            dives[-1].size.add(*size(cell))
+            dives[-1].size += size(cell)
         previous = part
     return Lesson(path, parts, dives)
 
@@ -164,110 +141,80 @@ def deep_dives(nb: nbformat.NotebookNode) -> list[DeepDive]:
     return measure(Path("-"), nb).deep_dives
 
 
-def time_line(lesson: Lesson, lang: str) -> str:
-    template = conventions.lesson_words(lang)["learner_time_line"]
-    return template.format(*(lesson.parts[p].minutes for p in PARTS))
-
-
-def problems(path: Path) -> list[str]:
-    """What ``check`` reports for one English notebook and its Chinese catalog."""
-    nb = nbformat.read(path, as_version=4)
-    lesson = measure(path, nb)
-    found = []
-    header = nb.cells[0].source if nb.cells else ""
-    want = time_line(lesson, "en")
-    if want not in header:
-        found.append(f"{path.name}: the header should say '{want}'")
-    catalog = i18n.Catalog.load(path)
-    entry = catalog.entries.get(nb.cells[0].get("id", "")) if nb.cells else None
-    if entry is not None and time_line(lesson, "zh") not in entry.text:
-        found.append(f"{path.name}: the Chinese header should say '{time_line(lesson, 'zh')}'")
-    if (want_run := run_line(path.stem, "en")) is None:
-        found.append(
-            f"{path.name}: no run time recorded in {RUN_TIMES.name}: "
-            f"python -m tools.authoring.run_notebooks --record-times {path.name}"
-        )
-    elif want_run not in header:
-        found.append(f"{path.name}: the header should say '{want_run}'")
-    elif entry is not None and run_line(path.stem, "zh") not in entry.text:
-        found.append(f"{path.name}: the Chinese header should say '{run_line(path.stem, 'zh')}'")
-    for dive in lesson.deep_dives:
-        cell = nb.cells[dive.start]
-        if cell.cell_type != "markdown" or not DEEP_DIVE.match(cell.source):
-            found.append(
-                f"{path.name}: cell {dive.start} opens a deep dive: make it a heading "
-                "'## Deep dive: ...'"
+def _stamp(header: str, lesson: Lesson, lang: str) -> tuple[str, list[str]]:
+    """``header`` (a first cell in ``lang``) with its learner and run times as measured, and
+    what it should say but cannot (no such line in it, no run recorded)."""
+    words, missing = conventions.lesson_words(lang), []
+    learner = words["learner_time_line"].format(*(lesson.parts[p].minutes for p in PARTS))
+    for name, line in (("Learner time", learner), ("Run time", run_line(lesson.path.stem, lang))):
+        if line is None:
+            missing.append(
+                f"no run time recorded in {RUN_TIMES.name}: "
+                f"python -m tools.authoring.run_notebooks --record-times {lesson.path.name}"
             )
-        elif not cell.metadata.get(COLLAPSED):
-            found.append(f"{path.name}: cell {dive.start}, a deep dive's heading, is not collapsed")
-    for i, cell in enumerate(nb.cells):
-        if _is_solution_code(cell) and not cell.metadata.get("jupyter", {}).get("source_hidden"):
-            found.append(f"{path.name}: cell {i}, a solution's code, is not folded in Lab")
-    return found
+            continue
+        label = re.escape(words["header_fields"][name])
+        header = re.sub(rf"^\*\*{label}.*$", lambda _, line=line: line, header, flags=re.M)
+        if line not in header:
+            missing.append(f"the header should say '{line}'")
+    return header, missing
 
 
-def _is_solution_code(cell: nbformat.NotebookNode) -> bool:
-    return cell.cell_type == "code" and "solution" in cell.metadata.get("tags", [])
-
-
-def _stamp(header: str, lesson: Lesson, stem: str, lang: str) -> str:
-    """``header`` (a first cell's text in ``lang``) with its learner-time and run-time lines
-    as measured."""
-    learner = time_line(lesson, lang)
-    header = _line_pattern(lang, "Learner time").sub(lambda _: learner, header)
-    if (run := run_line(stem, lang)) is not None:
-        header = _line_pattern(lang, "Run time").sub(lambda _: run, header)
-    return header
-
-
-def write(path: Path) -> bool:
-    """Stamp the learner times and the collapsed flags; True when something changed."""
+def _stamped(path: Path) -> tuple[nbformat.NotebookNode, i18n.Catalog, list[str]]:
+    """The notebook and its catalog as ``write`` leaves them, and what it cannot fix."""
     nb = nbformat.read(path, as_version=4)
     lesson = measure(path, nb)
-    before = nbformat.writes(nb)
-    header = nb.cells[0]
-    old_header = header.source
-    header.source = _stamp(header.source, lesson, path.stem, conventions.SOURCE)
-    for cell in nb.cells:
+    header, old_header = nb.cells[0], nb.cells[0].source
+    header.source, missing = _stamp(old_header, lesson, conventions.SOURCE)
+    found = [f"{path.name}: {line}" for line in missing]
+    for cell in nb.cells:  # a solution's code opens folded: the answer is not under the task
         cell.metadata.pop(COLLAPSED, None)
+        if cell.cell_type == "code" and conventions.SOLUTION in cell.metadata.get("tags", []):
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
     for dive in lesson.deep_dives:
         cell = nb.cells[dive.start]
         if cell.cell_type == "markdown" and DEEP_DIVE.match(cell.source):
             cell.metadata[COLLAPSED] = True
-    for cell in nb.cells:  # a solution's code opens folded: the answer is not under the exercise
-        if _is_solution_code(cell):
-            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
-    changed = nbformat.writes(nb) != before
-    if changed:
-        nbformat.write(nb, path)
+        else:
+            found.append(f"{path.name}: cell {dive.start} opens a deep dive: make it a heading")
     catalog = i18n.Catalog.load(path)
     entry = catalog.entries.get(header.get("id", ""))
     if entry is not None:
-        text = _stamp(entry.text, lesson, path.stem, "zh")
+        text, missing_zh = _stamp(entry.text, lesson, "zh")
+        found += [f"{path.name} (zh): {line}" for line in missing_zh if line not in missing]
         # A translation that was current stays current: only the numbers changed.
         fresh = entry.en_hash == i18n.source_hash(old_header)
         new_hash = i18n.source_hash(header.source) if fresh else entry.en_hash
-        if text != entry.text or new_hash != entry.en_hash:
-            catalog.entries[header.id] = i18n.Entry(text, new_hash)
-            catalog.save([c.id for c in nb.cells])
-            changed = True
+        catalog.entries[header.id] = i18n.Entry(text, new_hash)
+    return nb, catalog, found
+
+
+def write(path: Path) -> bool:
+    """Stamp the times into both headers and the folds into Lab's metadata; whether it did."""
+    nb, catalog, _ = _stamped(path)
+    changed = nbformat.writes(nb) != nbformat.writes(nbformat.read(path, as_version=4))
+    if changed:
+        nbformat.write(nb, path)
+    if catalog.entries != i18n.Catalog.load(path).entries:
+        catalog.save([c.id for c in nb.cells])
+        changed = True
     return changed
 
 
-README = ROOT / "README.md"
-# The README's lesson table: each lesson's row ends in "| C / D / E min |", the total row in
-# "| **C** / D / E min |" (core / deep dives / exercises).
-_README_ROW = re.compile(r"^(\| (\d\d) \| .*\| )\d+ / \d+ / \d+ min \|$", re.M)
-_README_TOTAL = re.compile(r"^(\| \| all \w+ \| .*\| )\*\*\d+\*\* / \d+ / \d+ min \|$", re.M)
+def problems(path: Path) -> list[str]:
+    """What ``check`` reports for one English notebook and its catalog."""
+    nb, catalog, found = _stamped(path)
+    if nbformat.writes(nb) != nbformat.writes(nbformat.read(path, as_version=4)):
+        found.append(f"{path.name}: the header's times or Lab's folds are stale")
+    if catalog.entries != i18n.Catalog.load(path).entries:
+        found.append(f"{path.name}: the Chinese header's times are stale")
+    return found
 
 
 def readme_with_times(text: str, paths: list[Path]) -> str:
     """``text`` (README.md) with its lesson table's learner times measured from ``paths``."""
     lessons = {path.stem[:2]: measure(path).parts for path in paths}
-    total = {name: Size() for name in PARTS}
-    for parts in lessons.values():
-        for name in PARTS:
-            total[name].add(parts[name].words, parts[name].lines)
+    total = {p: sum((parts[p] for parts in lessons.values()), Size()) for p in PARTS}
 
     def row(match: re.Match) -> str:
         parts = lessons.get(match.group(2))
@@ -275,10 +222,10 @@ def readme_with_times(text: str, paths: list[Path]) -> str:
             return match.group(0)
         return f"{match.group(1)}{' / '.join(str(parts[p].minutes) for p in PARTS)} min |"
 
-    text = _README_ROW.sub(row, text)
     core, dives, exercises = (total[p].minutes for p in PARTS)
     return _README_TOTAL.sub(
-        lambda m: f"{m.group(1)}**{core}** / {dives} / {exercises} min |", text
+        lambda m: f"{m.group(1)}**{core}** / {dives} / {exercises} min |",
+        _README_ROW.sub(row, text),
     )
 
 
@@ -299,23 +246,14 @@ def table(paths: list[Path]) -> str:
         "| notebook | core words | core code lines | core | deep dives | exercises | total |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    total = {name: Size() for name in PARTS}
-    for path in paths:
-        lesson = measure(path)
-        for name in PARTS:
-            total[name].add(lesson.parts[name].words, lesson.parts[name].lines)
-        rows.append(_row(path.stem, lesson.parts))
-    rows.append(_row("all five", total))
+    lessons = [(path.stem, measure(path).parts) for path in paths]
+    lessons.append(("all five", {p: sum((ps[p] for _, ps in lessons), Size()) for p in PARTS}))
+    for name, parts in lessons:
+        core, every = parts["core"], sum(parts.values(), Size())
+        times = " | ".join(f"{parts[p].minutes} min" for p in PARTS)
+        rows.append(f"| {name} | {core.words:,} | {core.lines} | {times} | {every.minutes} min |")
     words, lines = CORE_BUDGET
-    rows.append(f"\nBudget of the core path: {words:,} words, {lines} code lines.")
-    return "\n".join(rows)
-
-
-def _row(name: str, parts: dict[str, Size]) -> str:
-    core = parts["core"]
-    every = Size(sum(p.words for p in parts.values()), sum(p.lines for p in parts.values()))
-    times = " | ".join(f"{parts[p].minutes} min" for p in PARTS)
-    return f"| {name} | {core.words:,} | {core.lines} | {times} | {every.minutes} min |"
+    return "\n".join(rows) + f"\n\nBudget of the core path: {words:,} words, {lines} code lines."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,24 +264,23 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.notebooks or lesson_notebooks(NOTEBOOKS)
     if args.command == "table":
         print(table(paths))
-    elif args.command == "write":
+        return 0
+    if args.command == "write":
         for path in paths:
             if write(path):
                 print(f"updated {path.relative_to(ROOT) if path.is_absolute() else path}")
-        if not args.notebooks:  # the README's table lists every lesson, its total all of them
-            text = README.read_text(encoding="utf-8")
-            if readme_with_times(text, paths) != text:
-                README.write_text(readme_with_times(text, paths), encoding="utf-8")
-                print(f"updated {README.relative_to(ROOT)}")
-    else:
-        found = [p for path in paths for p in problems(path)]
-        found += readme_problems(paths) if not args.notebooks else []
-        for line in found:
-            print(line, file=sys.stderr)
-        if found:
-            print("Fix: python -m tools.authoring.lesson_size write", file=sys.stderr)
-            return 1
-    return 0
+        text = README.read_text(encoding="utf-8")
+        if not args.notebooks and readme_with_times(text, paths) != text:  # all lessons
+            README.write_text(readme_with_times(text, paths), encoding="utf-8")
+            print(f"updated {README.relative_to(ROOT)}")
+        return 0
+    found = [line for path in paths for line in problems(path)]
+    found += readme_problems(paths) if not args.notebooks else []
+    if found:
+        print(
+            "\n".join([*found, "Fix: python -m tools.authoring.lesson_size write"]), file=sys.stderr
+        )
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -1,16 +1,11 @@
-"""Execute notebooks top to bottom with nbclient and report each one: ``make test-gpu`` and
-``make refresh`` use it.
+"""Execute notebooks top to bottom with nbclient and report each (``make test-gpu``,
+``make refresh``). Nothing is compared: on a GPU the numbers differ from the stored CPU
+outputs by design, so the notebooks' own assertions are the check. Each runs in its own
+folder, under the test contract (tools/harness/contract.py). Executed copies go to
+``--out-dir``; ``--inplace`` rewrites the notebooks instead, only when every cell ran, and
+without timestamps, so a diff shows what really changed.
 
-No output is compared: on a GPU the numbers differ from the stored CPU outputs by design,
-so the notebooks' own assertions are the check. Each notebook runs with its own folder as
-the working directory (relative paths such as ``data/`` behave as in Lab), in the
-environment of the test contract (tools/harness/contract.py). Executed copies go to ``--out-dir``;
-with ``--inplace`` (``make refresh``) the notebooks themselves are rewritten instead, only
-when every cell ran, and without execution timestamps, so a diff shows what really changed.
-
-    python -m tools.authoring.run_notebooks notebooks/*.ipynb             # every lesson
-    python -m tools.authoring.run_notebooks --timeout 300 notebooks/05_data_parallel.ipynb
-    python -m tools.authoring.run_notebooks --inplace notebooks/*.ipynb   # store fresh outputs
+    python -m tools.authoring.run_notebooks [--inplace] [--timeout 300] notebooks/*.ipynb
 """
 
 from __future__ import annotations
@@ -54,16 +49,12 @@ def cell_seconds(nb: nbformat.NotebookNode) -> dict[str, float]:
     totals = {"whole": 0.0, "core": 0.0}
     for cell in nb.cells:
         stamps = cell.metadata.get("execution", {})
-        if cell.cell_type != "code" or "shell.execute_reply" not in stamps:
-            continue
-        began = stamps.get("iopub.execute_input") or stamps["shell.execute_reply.started"]
-        took = (
-            datetime.fromisoformat(stamps["shell.execute_reply"].replace("Z", "+00:00"))
-            - datetime.fromisoformat(began.replace("Z", "+00:00"))
-        ).total_seconds()
-        totals["whole"] += took
-        if lesson_size.part_of(cell) == "core":
-            totals["core"] += took
+        if cell.cell_type == "code" and "shell.execute_reply" in stamps:
+            began = stamps.get("iopub.execute_input") or stamps["shell.execute_reply.started"]
+            end = datetime.fromisoformat(stamps["shell.execute_reply"])
+            took = (end - datetime.fromisoformat(began)).total_seconds()
+            totals["whole"] += took
+            totals["core"] += took if lesson_size.part_of(cell) == "core" else 0
     return totals
 
 
@@ -72,11 +63,11 @@ def _cpu_model() -> str:
     import platform
 
     cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    text = cpuinfo.read_text(errors="replace") if cpuinfo.is_file() else ""
+    names = [
+        line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")
+    ]
+    return names[0] if names else platform.processor() or platform.machine()
 
 
 def record_times(path: Path, seconds: dict[str, float], environ=os.environ) -> str:
@@ -97,10 +88,8 @@ def record_times(path: Path, seconds: dict[str, float], environ=os.environ) -> s
 
 
 def describe_device() -> tuple[str, bool]:
-    """What the notebooks will run on, and whether that is an accelerator.
-
-    Computed here with the same environment the kernels inherit, so it is what they will see.
-    """
+    """What the notebooks will run on (the kernels inherit this environment), and whether
+    that is an accelerator."""
     import torch
 
     import utils
@@ -110,112 +99,72 @@ def describe_device() -> tuple[str, bool]:
     return text, device.type != "cpu"
 
 
-def _indent(lines: list[str]) -> str:
-    return "\n".join("      " + line for line in lines)
-
-
-def _error_tail(err: Exception, timeout: int) -> list[str]:
-    """The last lines of what went wrong, without colour codes."""
-    if isinstance(err, CellTimeoutError):
-        return [f"no reply within {timeout} s: the cell hangs or is slow (raise --timeout)"]
-    if isinstance(err, DeadKernelError):
-        return ["the kernel died (out of memory, or a crash in native code such as a driver)"]
-    if isinstance(err, CellExecutionError):
-        lines = [_ANSI.sub("", line).rstrip() for line in err.traceback.splitlines()]
-        lines = [line for line in lines if line.strip()]
-        return lines[-TAIL_LINES:] or [f"{err.ename}: {err.evalue}"]
-    return [f"{type(err).__name__}: {err}"]  # e.g. a kernel that did not start
-
-
 def _failure_report(
     nb: nbformat.NotebookNode, index: int | None, err: Exception, timeout: int
 ) -> str:
-    if index is None:
-        where = "before any cell ran"
-    else:
-        cell = nb.cells[index]
+    """Where it failed (both numbers: "cell" counts every cell from 0, "code cell" is
+    nbval's "Cell N"), the cell's first lines and the traceback's last, without colours."""
+    if isinstance(err, CellTimeoutError):
+        tail = [f"no reply within {timeout} s: the cell hangs or is slow (raise --timeout)"]
+    elif isinstance(err, DeadKernelError):
+        tail = ["the kernel died (out of memory, or a crash in native code such as a driver)"]
+    elif isinstance(err, CellExecutionError):
+        lines = [_ANSI.sub("", line).rstrip() for line in err.traceback.splitlines()]
+        tail = [line for line in lines if line.strip()][-TAIL_LINES:]
+        tail = tail or [f"{err.ename}: {err.evalue}"]
+    else:  # e.g. a kernel that did not start
+        tail = [f"{type(err).__name__}: {err}"]
+    where = "before any cell ran"
+    if index is not None:
         code_number = sum(c.cell_type == "code" for c in nb.cells[:index])
-        # Both numbers: "cell" counts every cell from 0, "code cell" is nbval's "Cell N".
-        where = f"cell {index} (code cell {code_number}):\n"
-        where += _indent(cell.source.splitlines()[:HEAD_LINES])
-    return f"  FAILED at {where}\n    error:\n{_indent(_error_tail(err, timeout))}"
+        head = nb.cells[index].source.splitlines()[:HEAD_LINES]
+        where = f"cell {index} (code cell {code_number}):\n" + "\n".join(
+            "      " + line for line in head
+        )
+    return f"  FAILED at {where}\n    error:\n" + "\n".join("      " + line for line in tail)
 
 
 def execute(nb: nbformat.NotebookNode, path: Path, timeout: int, kernel: str) -> Result:
-    """Run ``nb`` (read from ``path``) top to bottom in memory, in ``path``'s folder: its
-    outputs and timestamps are filled in, nothing is written. The caller applies the test
-    contract (``contract.apply()``), as ``main`` and ``make html EXECUTE=1`` do."""
+    """Run ``nb`` (read from ``path``) top to bottom in memory, in ``path``'s folder, filling
+    in outputs and timestamps. The caller applies the test contract (``contract.apply()``)."""
     running: list[int] = []  # index of the cell being executed, set by nbclient's hook
-
-    def on_cell_execute(cell: nbformat.NotebookNode, cell_index: int) -> None:
-        running[:] = [cell_index]
-
     client = NotebookClient(
         nb,
         timeout=timeout,
         kernel_name=kernel,
         resources={"metadata": {"path": str(path.parent)}},  # the kernel's working directory
-        on_cell_execute=on_cell_execute,
+        on_cell_execute=lambda cell, cell_index: running.append(cell_index),
         record_timing=True,  # for the run times; stored notebooks keep no timestamps
     )
     start = time.perf_counter()
     try:
         client.execute()
-        result = Result(True, time.perf_counter() - start, cell_seconds=cell_seconds(nb))
+        return Result(True, time.perf_counter() - start, cell_seconds=cell_seconds(nb))
     # RuntimeError covers DeadKernelError and a kernel that does not start: report, go on.
     except (CellExecutionError, CellTimeoutError, RuntimeError) as err:
-        index = running[0] if running else None
-        result = Result(
-            False, time.perf_counter() - start, _failure_report(nb, index, err, timeout)
-        )
-    return result
-
-
-def run_one(path: Path, out_dir: Path | None, timeout: int, kernel: str) -> Result:
-    """Execute one notebook in its own folder; write the executed copy to ``out_dir``, or
-    (``out_dir`` None) over the notebook itself if every cell ran."""
-    nb = nbformat.read(path, as_version=4)
-    result = execute(nb, path, timeout, kernel)
-    if out_dir is None:
-        if result.passed:
-            for cell in nb.cells:  # timestamps an older run left
-                cell.metadata.pop("execution", None)
-            nbformat.write(nb, path)
-        return result
-    out_dir.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, out_dir / path.name)  # also when it failed: outputs up to the error
-    return result
+        report = _failure_report(nb, running[-1] if running else None, err, timeout)
+        return Result(False, time.perf_counter() - start, report)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
-    parser.add_argument(
-        "--out-dir",
-        type=Path,
-        default=ROOT / "build" / "gpu-run",
-        help="where the executed copies go (default build/gpu-run)",
-    )
-    parser.add_argument(
-        "--inplace", action="store_true", help="store the outputs in the notebooks (make refresh)"
-    )
-    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "build" / "gpu-run")
+    parser.add_argument("--inplace", action="store_true", help="store the outputs (make refresh)")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     parser.add_argument(
         "--record-times",
         action="store_true",
-        help="store each passing notebook's run time in notebooks/run_times.json, the source of "
-        "the headers' run-time lines (then: python -m tools.authoring.lesson_size write); "
-        "--inplace does too",
+        help="store each passing notebook's run time in notebooks/run_times.json (for "
+        "lesson_size write); --inplace does too",
     )
     args = parser.parse_args(argv)
     contract.apply()
-    missing = [str(p) for p in args.notebooks if not p.is_file()]
-    if missing:
+    if missing := [str(p) for p in args.notebooks if not p.is_file()]:
         parser.error(f"no such notebook: {', '.join(missing)}")
     names = [p.name for p in args.notebooks]
-    clashes = sorted({n for n in names if names.count(n) > 1})
-    if clashes:  # the copies in --out-dir are named after the notebook alone
+    if clashes := sorted({n for n in names if names.count(n) > 1}):  # copies named by name
         parser.error(f"two notebooks share a name, their copies would collide: {clashes}")
     if args.timeout <= 0:
         parser.error("--timeout must be a positive number of seconds")
@@ -234,8 +183,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     failed = 0
     for path in args.notebooks:
-        out_dir = None if args.inplace else args.out_dir
-        result = run_one(path.resolve(), out_dir, args.timeout, args.kernel)
+        nb = nbformat.read(path, as_version=4)
+        result = execute(nb, path.resolve(), args.timeout, args.kernel)
+        if not args.inplace:  # the copy also when it failed: outputs up to the error
+            args.out_dir.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, args.out_dir / path.name)
+        elif result.passed:
+            for cell in nb.cells:  # no timestamps in a stored notebook
+                cell.metadata.pop("execution", None)
+            nbformat.write(nb, path)
         print(
             f"{'OK    ' if result.passed else 'FAILED'} {result.seconds:6.1f} s  {path}", flush=True
         )

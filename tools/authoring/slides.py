@@ -1,23 +1,14 @@
-"""Slide metadata for every notebook, from its headings: the core path as a slideshow.
+"""Slide metadata for every notebook from its headings: the core path as a slideshow.
 
-RISE in JupyterLab ("Render as slideshow") and nbconvert's reveal.js decks (``make html``)
-read each cell's ``metadata.slideshow.slide_type``. This tool writes it by one rule, so no
-one sets it by hand:
+RISE in JupyterLab and the site's reveal.js decks read each cell's
+``metadata.slideshow.slide_type``, written here by one rule: a core markdown cell with a
+heading, or prose after the slide showed code, opens a **slide**, other prose stays on it
+(``-``); a core code cell is a **fragment** (it appears on the next key press); deep dives,
+exercises and solutions are skipped. No subslides: reveal.js stacks them vertically and →
+jumps over them (RISE does not pass ``navigationMode`` on). RISE's "white" theme, because its
+default loads fonts from Google, which a classroom without internet cannot reach.
 
-- a core markdown cell with a heading, or prose after the slide already showed code, opens a
-  **slide**; other prose stays on the slide (``-``). There are no subslides: reveal.js stacks
-  them vertically, and → then jumps over them to the next stack (RISE in JupyterLab does not
-  pass reveal's ``navigationMode`` on), so a teacher pressing → would never show them;
-- a core code cell is a **fragment**: it appears on the next key press, after the prose it
-  builds on;
-- deep dives, exercises and solutions (cell tags, see ``tools/authoring/lesson_size.py``) are
-skipped.
-
-The notebook's ``metadata.rise`` picks RISE's "white" theme: its default theme loads fonts
-from Google, which a classroom without internet cannot reach.
-
-    python -m tools.authoring.slides write    # stamp every notebook (the Chinese ones copy it)
-    python -m tools.authoring.slides check    # exit 1 when a notebook's slide metadata is stale
+    python -m tools.authoring.slides write | check
 """
 
 from __future__ import annotations
@@ -32,8 +23,6 @@ import nbformat
 from tools.authoring.lesson_size import NOTEBOOKS, part_of
 from tools.lessons import lesson_notebooks
 
-SLIDE, FRAGMENT, SKIP, CONTINUE = "slide", "fragment", "skip", "-"
-_HEADING = re.compile(r"^(#{1,6})\s")
 RISE = {"theme": "white", "scroll": True, "auto_select": "none"}  # notebook metadata read by RISE
 
 
@@ -43,39 +32,36 @@ def slide_types(nb: nbformat.NotebookNode) -> list[str]:
     code_shown = False  # whether the current slide already holds a code cell
     for cell in nb.cells:
         if part_of(cell) != "core" or cell.cell_type not in ("markdown", "code"):
-            types.append(SKIP)
+            types.append("skip")
         elif cell.cell_type == "code":
-            types.append(FRAGMENT)
+            types.append("fragment")
             code_shown = True
         else:
-            kind = SLIDE if _HEADING.match(cell.source) or code_shown else CONTINUE
-            types.append(kind)
-            code_shown = code_shown and kind == CONTINUE
-    if types and types[0] != SKIP:
-        types[0] = SLIDE  # a deck starts with a slide whatever its first cell is
+            opens = bool(re.match(r"#{1,6}\s", cell.source)) or code_shown
+            types.append("slide" if opens else "-")
+            code_shown = False
+    if types and types[0] != "skip":
+        types[0] = "slide"  # a deck starts with a slide whatever its first cell is
     return types
+
+
+def stale(nb: nbformat.NotebookNode) -> list[int | str]:
+    """The cells whose slide type is not what ``stamp`` writes (and ``"rise"`` when the
+    notebook's RISE settings are not)."""
+    return (["rise"] if nb.metadata.get("rise") != RISE else []) + [
+        i
+        for i, (cell, kind) in enumerate(zip(nb.cells, slide_types(nb), strict=True))
+        if cell.metadata.get("slideshow") != {"slide_type": kind}
+    ]
 
 
 def stamp(nb: nbformat.NotebookNode) -> bool:
     """Write the slide types into ``nb``'s cells; whether anything changed."""
-    changed = nb.metadata.get("rise") != RISE
+    changed = bool(stale(nb))
     nb.metadata["rise"] = dict(RISE)
     for cell, kind in zip(nb.cells, slide_types(nb), strict=True):
-        if cell.metadata.get("slideshow") != {"slide_type": kind}:
-            cell.metadata["slideshow"] = {"slide_type": kind}
-            changed = True
+        cell.metadata["slideshow"] = {"slide_type": kind}
     return changed
-
-
-def stale(nb: nbformat.NotebookNode) -> list[int | str]:
-    """Indices of the cells whose slide type is not what ``stamp`` writes (and ``"rise"``
-    when the notebook's RISE settings are not)."""
-    wanted = slide_types(nb)
-    return (["rise"] if nb.metadata.get("rise") != RISE else []) + [
-        i
-        for i, (cell, kind) in enumerate(zip(nb.cells, wanted, strict=True))
-        if cell.metadata.get("slideshow") != {"slide_type": kind}
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,11 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     problems = []
     for path in paths:
         nb = nbformat.read(path, as_version=4)
-        if args.command == "write":
-            if stamp(nb):
-                nbformat.write(nb, path)
-                print(f"{path.name}: slide metadata written")
-        elif cells := stale(nb):
+        if args.command == "write" and stamp(nb):
+            nbformat.write(nb, path)
+            print(f"{path.name}: slide metadata written")
+        elif args.command == "check" and (cells := stale(nb)):
             problems.append(
                 f"{path.name}: slide metadata of cells {cells[:8]} is stale: "
                 "`python -m tools.authoring.slides write`, then `make translations`"

@@ -1,12 +1,6 @@
-"""Accessibility of nbconvert's HTML for a notebook: keyboard access and names for code and
-outputs, and alt text for figures (WCAG 2.1 AA; tests/test_accessibility.py checks the site).
-
-Shared by the teaching site's lesson pages (tools/publishing/build_site.py) and, through the same
-call, anything else rendered from a notebook by nbconvert's ``lab``-based templates (the
-slide decks): ``make_accessible(html, nb, words)`` with ``nb`` the notebook the HTML was made
-from and ``words`` the page language's interface words (templates/strings/<code>.json:
-``code_label``, ``output_label``, ``figure``, ``figure_text``).
-"""
+"""Accessibility of nbconvert's HTML of a notebook (WCAG 2.1 AA, tests/test_accessibility.py):
+keyboard access and names for code and outputs, alt text for figures, any ``<html lang>``.
+The lesson pages and the decks both go through it, in the page's language's words."""
 
 from __future__ import annotations
 
@@ -16,6 +10,7 @@ from html.parser import HTMLParser
 import mistune
 import nbformat
 from bs4 import BeautifulSoup  # nbconvert's own dependency: it parses its HTML with it too
+from traitlets import validate
 
 # What nbconvert writes as the alt text of every image that has none.
 NBCONVERT_ALT = "No description has been provided for this image"
@@ -25,6 +20,18 @@ _PLOT_TEXT = re.compile(
     r"(?P<quote>[\"'])(?P<text>[^\"'\n{}]+)(?P=quote)"
 )
 _MAX_ALT = 300
+
+
+def any_language(exporter: type) -> type:
+    """``exporter`` (nbconvert's) taking any BCP 47 ``<html lang>``: nbconvert turns all but bare
+    ISO 639-1 codes into "en", and the region of ``zh-CN`` picks Simplified glyph shapes."""
+
+    class Exporter(exporter):  # type: ignore[misc, valid-type]
+        @validate("language_code")
+        def _valid_language_code(self, proposal: dict) -> str:  # overrides nbconvert's
+            return proposal["value"]
+
+    return Exporter
 
 
 class _Text(HTMLParser):
@@ -55,16 +62,10 @@ def _sentences(text: str) -> list[str]:
 
 
 def describe_figure(nb: nbformat.NotebookNode, index: int, words: dict[str, str]) -> str:
-    """Alt text for the figures that code cell ``index`` of ``nb`` outputs, in ``nb``'s language.
-
-    Notebook figures carry no description, so it is built from what the lesson says about
-    them: the sentence that introduces the figure (the last paragraph of the markdown cell
-    before it: its last sentence when that ends in a colon, as in "The running loss, one
-    point per print:", else its first two sentences) and the figure's titles and axis
-    labels (plain strings in the cell's plot calls). CONTRIBUTING.md asks authors for both.
-    ``words`` gives the connecting words ("figure_text", with {text}; "figure" alone when
-    the lesson says nothing).
-    """
+    """Alt text for the figures of code cell ``index``, from what the lesson says of them
+    (CONTRIBUTING.md): the last paragraph of the markdown cell before it (its last sentence
+    when that ends in a colon, else its first two) and the plain-string titles and axis labels
+    of the cell's plot calls, joined by ``words["figure_text"]`` ("figure" if none)."""
     intro = ""
     for cell in reversed(nb.cells[:index]):
         if cell.cell_type == "markdown":
@@ -76,9 +77,8 @@ def describe_figure(nb: nbformat.NotebookNode, index: int, words: dict[str, str]
                 # Chinese sentences follow each other without a space.
                 intro = re.sub(r"(?<=[。！？])\s+", "", " ".join(sentences[:2]))
             break
-    labels = list(
-        dict.fromkeys(m.group("text").strip() for m in _PLOT_TEXT.finditer(nb.cells[index].source))
-    )
+    found = _PLOT_TEXT.finditer(nb.cells[index].source)
+    labels = list(dict.fromkeys(m.group("text").strip() for m in found))
     alt = intro or words["figure"]
     if labels:
         alt = f"{alt.rstrip('.。')}{words['figure_text'].replace('{text}', ', '.join(labels))}"
@@ -88,42 +88,28 @@ def describe_figure(nb: nbformat.NotebookNode, index: int, words: dict[str, str]
 
 
 def make_accessible(page: str, nb: nbformat.NotebookNode, words: dict[str, str]) -> str:
-    """``page`` (nbconvert's HTML of ``nb``) with code and output areas reachable by keyboard
-    and named, and figures described; ``words`` are the page language's (strings/<code>.json).
+    """``page`` (nbconvert's HTML of ``nb``) with code, outputs and tables reachable by keyboard
+    and named, and figures described by :func:`describe_figure`.
 
-    nbconvert makes every cell's input wrapper and every output focusable (tabindex=0), but
-    the box that scrolls a long line is the code editor inside the wrapper, so keyboard
-    users could not scroll it (axe: scrollable-region-focusable). Here the tab stop moves to
-    the code itself and stays on each output (site.css makes the output the box that
-    scrolls); both get a name ("Code cell 5", "Output of code cell 5") so that a screen reader
-    says what has focus. Markdown cells lose their tab stop: prose does not scroll, and Tab
-    should go from code to code. Scrolling tables (site.css) get one. Images that nbconvert
-    labelled "No description has been provided" get :func:`describe_figure`'s text.
-    """
+    nbconvert's tab stop is on each input wrapper, but what scrolls a long line is the editor
+    inside it (axe: scrollable-region-focusable), so the stop moves there; markdown loses
+    its stop (prose does not scroll; Tab goes from code to code). A name ("Code cell 5")
+    tells a screen reader what has focus."""
     soup = BeautifulSoup(page, features="html.parser")
     cells = {f"cell-id={cell.get('id')}": i for i, cell in enumerate(nb.cells)}
     for wrapper in soup.select("div.jp-Cell-inputWrapper[tabindex]"):
         del wrapper["tabindex"]
-    counter = 0
-    for cell_div in soup.select("div.jp-CodeCell"):
-        counter += 1
+    for counter, cell_div in enumerate(soup.select("div.jp-CodeCell"), 1):
         index = cells.get(str(cell_div.get("id")))
-        cell = nb.cells[index] if index is not None else None
-        number = str(cell.get("execution_count") or counter) if cell else str(counter)
-        editor = cell_div.select_one("div.jp-InputArea-editor")
-        if editor is not None:
-            editor["tabindex"] = "0"
-            editor["role"] = "group"
-            editor["aria-label"] = words["code_label"].replace("{n}", number)
-        for output in cell_div.select("div.jp-OutputArea-output"):
-            output["tabindex"] = "0"
-            output["role"] = "group"
-            output["aria-label"] = words["output_label"].replace("{n}", number)
-        images = [
-            img
-            for img in cell_div.select(".jp-OutputArea-output img")
-            if img.get("alt") in (None, "", NBCONVERT_ALT)
-        ]
+        number = str(index is not None and nb.cells[index].get("execution_count") or counter)
+        named = [(cell_div.select_one("div.jp-InputArea-editor"), "code_label")]
+        named += [(out, "output_label") for out in cell_div.select("div.jp-OutputArea-output")]
+        for element, label in named:
+            if element is not None:
+                name = words[label].replace("{n}", number)
+                element.attrs.update({"tabindex": "0", "role": "group", "aria-label": name})
+        images = cell_div.select(".jp-OutputArea-output img")
+        images = [img for img in images if img.get("alt") in (None, "", NBCONVERT_ALT)]
         if images and index is not None:
             alt = describe_figure(nb, index, words)
             for img in images:

@@ -1,17 +1,9 @@
-"""The whole collection as one zip, for the teaching site's download link.
-
-A single notebook cannot run on its own: it imports ``utils``, and 05 launches
-``scripts/train_ddp.py``. The archive holds what a learner needs to run every lesson in
-either language, with the same commands as a clone: the notebooks (English and Chinese),
-``utils``, ``scripts``, ``tools``, the tests, ``requirements.txt``, ``pyproject.toml``, the
-Makefile, README, DATA.md (how to get CIFAR-10, offline too), LICENSE, CONTRIBUTING and
-CI's script: a complete project, in which every file the README names is. No data (CIFAR-10
-downloads on first use, or see DATA.md) and no build output: the files git tracks (as they
-are in the working tree, like the site built beside the zip), plus GENERATED. Never a file
-git does not track (a developer's notes, ``.env``, ``.runs/``), never what a symbolic link
-points at outside those files, never a name that would unpack elsewhere: each file left out
-is named in one line. The zip lists its files in MANIFEST, so an unpacked copy (no git)
-makes the same zip again, whatever else was put in it since.
+"""The whole collection as one zip (``make html`` puts it on the site): a notebook does not
+run without ``utils``, and 05 launches ``scripts/``. It holds the files git tracks, as they are
+in the working tree, plus GENERATED: a complete project with the clone's commands. No data,
+no build output, nothing git does not track (``.env``), no link out of the project, no name
+that would unpack elsewhere; each file left out is named in one line. MANIFEST lists the
+files, so an unpacked copy (no git) makes the same zip again.
 
     python -m tools.publishing.archive build/site/pytorch-blitz.zip
 """
@@ -22,7 +14,6 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,12 +22,10 @@ NAME = f"{FOLDER}.zip"
 # Never shipped, whether tracked or not: git's own folder, environments, data and outputs.
 SKIP_PARTS = {".git", ".venv", "build", "data", "checkpoints", "__pycache__"}
 SKIP_SUFFIXES = {".npz", ".pt", ".pyc", ".tar.gz", ".zip"}
-# Hidden files that are shipped: tools/authoring/i18n.py's record of the notebooks it wrote in
-# notebooks/zh (without it, `make translations` in the unpacked zip keeps them as foreign).
+# Hidden files shipped: i18n.py's record of the notebooks it wrote in notebooks/zh (without
+# it, `make translations` in the unpacked zip keeps them as foreign).
 HIDDEN_KEPT = {".gitignore", ".i18n-built.json"}
-# Written by the tools (tools/authoring/i18n.py, tools/authoring/run_notebooks.py
-# --record-times), shipped even
-# before anyone commits them.
+# Written by the tools (i18n.py, run_notebooks.py --record-times): shipped before a commit.
 GENERATED = ("notebooks/zh/.i18n-built.json", "notebooks/run_times.json")
 # In the zip: the list of its files, one a line (what an unpacked copy ships again).
 MANIFEST = ".archive-files"
@@ -44,10 +33,6 @@ MANIFEST = ".archive-files"
 
 class ArchiveError(RuntimeError):
     """Nothing says which files here are the project's; the message says why, in one line."""
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def _listed(root: Path) -> list[str]:
@@ -71,9 +56,13 @@ def _listed(root: Path) -> list[str]:
     )
 
 
-def members(root: Path = ROOT, log: Callable[[str], object] = _stderr) -> list[str]:
-    """The archive's files, relative to ``root`` (POSIX paths, sorted); one line to ``log``
-    for each project file left out (an outside link, a name that unpacks elsewhere)."""
+def members(root: Path = ROOT) -> list[str]:
+    """The archive's files, relative to ``root`` (POSIX paths, sorted); a line on stderr for
+    each project file left out (an outside link, a name that unpacks elsewhere)."""
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr)
+
     names = _listed(root)
     listed, kept = set(names), []
     for name in names:
@@ -123,11 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         size = write_archive(Path(args[0]))
-    except OSError as exc:  # a file gone while it was read, an output folder that is a file
-        print(f"error: cannot write {args[0]}: {exc}", file=sys.stderr)
-        return 2
-    except ArchiveError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (OSError, ArchiveError) as exc:  # OSError: a file gone, an output folder a file
+        why = f"cannot write {args[0]}: {exc}" if isinstance(exc, OSError) else exc
+        print(f"error: {why}", file=sys.stderr)
         return 2
     print(f"{args[0]}: {size / 1e6:.1f} MB")
     return 0

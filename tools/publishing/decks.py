@@ -1,18 +1,9 @@
-"""Slide decks for the teaching site: each lesson's core path as a reveal.js presentation.
+"""Each lesson's core path as a reveal.js deck (``NN_x.slides.html``, beside its page): the
+cells tools/authoring/slides.py marks, with their outputs; reveal.js from ``templates/vendor``.
 
-``make html`` (tools/publishing/build_site.py) writes one deck per lesson and language next to the
-lesson page (``01_tensors.slides.html``). A deck shows the cells that ``tools/authoring/slides.py``
-marks (the core path: a slide per section, code cells as fragments, with their stored
-outputs and figures) and skips deep dives, exercises and solutions. Everything it loads comes
-from the site: reveal.js from ``templates/vendor`` (unmodified, MIT licence kept),
-MathJax from the site's copy. Keys: → / space next, ← back, Esc overview, F full screen.
-
-Every slide fits the screen by design: the deck's copy of the notebook is paginated first
-(:func:`paginate`: a long code cell continues on the next slide, split at a blank line; long
-output gets a slide of its own; a long piece of prose is split between paragraphs), code
-lines wrap instead of running off the slide, and a slide still taller than the deck is scaled
-down as a whole by the deck's script (``deck/index.html.j2``). ``tests/test_teaching_tools.py``
-measures every slide at 1280×720 and 1024×768 in Chromium.
+Every slide fits the screen: :func:`paginate` continues long cells on the next slide, code
+lines wrap, and the deck's script scales down a slide still too tall
+(tests/test_teaching_tools.py measures each at 1280×720 and 1024×768).
 """
 
 from __future__ import annotations
@@ -25,41 +16,24 @@ from pathlib import Path
 
 import nbformat
 from nbconvert import SlidesExporter
-from traitlets import validate
 
-from tools.publishing.accessibility import make_accessible
+from tools.publishing.accessibility import any_language, make_accessible
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-REVEAL_VERSION = "6.0.2"
-# What one slide holds, in lines (the deck is 960 × 700 slide pixels; code is 19 px): more is
-# continued on the next slide. Measured, not derived: see this module's docstring.
+# What one slide holds, in lines (960 × 700 slide pixels, code 19 px); measured in Chromium.
 CODE_LINES = 20
 OUTPUT_LINES = 10
 PROSE_LINES = 20
 SLIDE_LINES = 27  # a slide's prose, code and output together; the next cell starts a slide
 PROSE_WIDTH = 85  # Latin characters per rendered line of prose, for counting wrapped lines
 REVEAL = TEMPLATES / "vendor" / "reveal.js"
-SUFFIX = ".slides.html"
-
-
-class _DeckExporter(SlidesExporter):
-    """nbconvert's reveal.js exporter with a BCP 47 ``<html lang>`` such as ``zh-CN``."""
-
-    @validate("language_code")
-    def _valid_language_code(self, proposal: dict) -> str:
-        return proposal["value"]
+MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+_DeckExporter = any_language(SlidesExporter)
 
 
 def deck_name(stem: str) -> str:
-    return stem + SUFFIX
-
-
-def has_slides(nb: nbformat.NotebookNode) -> bool:
-    """Whether ``nb`` carries slide metadata (``python -m tools.authoring.slides write``)."""
-    return any(c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells)
-
-
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+    return f"{stem}.slides.html"
 
 
 def _chunks(lines: list[str], limit: int, cost: Callable[[str], int]) -> list[list[str]]:
@@ -101,11 +75,8 @@ def _lines(cell: nbformat.NotebookNode) -> int:
     """About how many lines ``cell`` takes on a slide (its outputs included)."""
     if cell.cell_type == "markdown":
         return sum(_prose_lines(x) for x in cell.source.splitlines()) + 1
-    shown = (
-        0
-        if cell.metadata.get("transient", {}).get("remove_source")
-        else len(cell.source.splitlines())
-    )
+    hidden = cell.metadata.get("transient", {}).get("remove_source")
+    shown = 0 if hidden else len(cell.source.splitlines())
     return shown + sum(_text_lines(o) for o in cell.get("outputs", [])) + 1
 
 
@@ -155,26 +126,17 @@ def paginate(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def render_deck(
-    nb: nbformat.NotebookNode,
-    *,
-    title: str,
-    html_lang: str,
-    static: str,
-    mathjax_url: str,
-    lesson_page: str,
-    words: dict[str, str],
+    nb: nbformat.NotebookNode, title: str, lesson_page: str, static: str, words: dict
 ) -> str:
-    """The HTML of ``nb``'s deck; ``static`` is the site's static folder relative to it,
-    ``words`` the deck language's interface words (templates/strings/<code>.json). Code and
-    outputs are named and figures described as on the lesson pages
-    (tools/publishing/accessibility.py)."""
+    """The HTML of the deck of ``nb`` (lesson ``title``) in the language of ``words``
+    (strings/<code>.json); ``static`` is the site's static folder relative to it."""
     nb = paginate(nb)
-    nb.metadata["title"] = title
+    nb.metadata["title"] = f"{title} · {words['slides']}"
     exporter = _DeckExporter(
         template_name="deck",
         extra_template_basedirs=[str(TEMPLATES)],
         extra_template_paths=[str(TEMPLATES)],
-        language_code=html_lang,
+        language_code=words["lesson"]["html_lang"],
         reveal_url_prefix=f"{static}/reveal.js",
         reveal_theme="white",
         reveal_scroll=True,
@@ -185,7 +147,7 @@ def render_deck(
         "site": {
             "static": static,
             "reveal": f"{static}/reveal.js",
-            "mathjax_url": mathjax_url,
+            "mathjax_url": f"{static}/mathjax/MathJax.js?config={MATHJAX_CONFIG}",
             "lesson_page": lesson_page,
             "back_label": words["back_to_lesson"],
             "keys_label": words["deck_keys"],

@@ -1,10 +1,8 @@
 """``make lab``: JupyterLab on ``notebooks/`` at 127.0.0.1:``LAB_PORT`` (default 8888).
 
-Jupyter takes its token from ``JUPYTER_TOKEN`` (the environment: any user can read a command
-line in ``ps``), or makes up one and prints it; ``port_retries=0`` makes a taken port an error.
-This wrapper says so first, in one line, prints the URL when ``LAB_TOKEN`` chose the token
-(Jupyter shows it as ``...``; URL-encoded, so any token works) and becomes Jupyter (exec).
-Every command it suggests keeps the token in the environment: ``LAB_TOKEN=... make lab``."""
+A taken or forbidden port is said in one line first. The token stays in the environment
+(``ps`` shows any command line): ``LAB_TOKEN`` becomes ``JUPYTER_TOKEN``, and the URL is
+printed with it (Jupyter shows ``...``). Then this process becomes Jupyter (exec)."""
 
 from __future__ import annotations
 
@@ -17,18 +15,15 @@ from urllib.parse import quote
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
-# JupyterLab's defaults for a classroom (a user's own settings still win): no prompt about
-# Jupyter news on every start, neither news nor updates fetched, and → / ← in a RISE
-# slideshow step through slides and code cells, as in a deck (Lab binds them to "next / previous
-# heading" in a notebook, and RISE's slideshow is a notebook: it jumped from heading to
-# heading, showing no code). Lab's own notebooks keep the heading keys.
+# Lab's defaults for a classroom (a user's own settings win): no Jupyter news prompt, and
+# → / ← in a RISE slideshow step through cells as in a deck (Lab binds them to "next heading"
+# in a notebook, and RISE's slideshow is one: it skipped the code).
 DEFAULTS = Path(__file__).resolve().parent / "lab_settings" / "pytorch-blitz.json"
 
 
 def install_defaults() -> str | None:
-    """Put DEFAULTS where Lab and RISE's slideshow app read their defaults, in this
-    environment (``<app dir>/settings/overrides.d``; no other configuration folder holds
-    defaults that RISE's app reads). A line saying what changed, or None when nothing did."""
+    """Put DEFAULTS in ``<app dir>/settings/overrides.d``, the one folder of defaults that both
+    Lab and RISE's slideshow app read; a line saying what changed, or None."""
     from jupyterlab.commands import get_app_dir
 
     target = Path(get_app_dir()) / "settings" / "overrides.d" / DEFAULTS.name
