@@ -1,10 +1,6 @@
-"""What the lessons share: their own code, saved from the cells that teach it, and the little
-that no lesson teaches (the offline CIFAR-10 subset, checkpoint safety, launching workers).
-
-``utils/tensors.py``, ``neural_networks.py``, ``cifar10.py`` and ``data_parallel.py`` are
-written by ``tools/authoring/save_cells.py`` from the notebooks' cells tagged ``save``: edit the
-notebook, then run ``make utils``. The other modules are written by hand.
-"""
+"""What the lessons share: their own code, which ``make utils`` saves from the notebooks'
+cells tagged ``save`` (tensors, neural_networks, cifar10, data_parallel: edit the notebook), and,
+written by hand, the little that no lesson teaches (data, checkpoint, launch, distributed)."""
 
 from . import launch
 from .checkpoint import CheckpointError, load_checkpoint, lock_folder, save_checkpoint, unwrap_model

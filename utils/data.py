@@ -1,12 +1,7 @@
-"""CIFAR-10 for scripts and a class without internet, which no lesson teaches: notebook 04
-teaches torchvision's ``CIFAR10``, and calls :func:`load_cifar10` in plain sight when
+"""CIFAR-10 without internet, and for scripts, which no lesson teaches: notebook 04 teaches
+torchvision's ``CIFAR10``, and calls :func:`load_cifar10` in plain sight when
 ``BLITZ_CIFAR10_SUBSET`` names the offline subset (DATA.md). Nothing here changes torchvision.
-
-``BLITZ_CIFAR10=full``: torchvision's CIFAR-10 (download bounded in time); ``subset``: the
-6,000 images of DATA.md, from the ``.npz`` named by ``BLITZ_CIFAR10_SUBSET`` or cut from the
-full dataset, checked either way; unset (``auto``): the subset file when
-``BLITZ_CIFAR10_SUBSET`` names one, else the full dataset. Every failure is one message
-saying how to fix it.
+Every failure is one message saying how to fix it.
 """
 
 from __future__ import annotations
@@ -15,8 +10,8 @@ import contextlib
 import hashlib
 import http.client
 import os
+import pickle
 import socket
-import ssl
 import tarfile
 import threading
 import time
@@ -35,17 +30,14 @@ ROOT_ENV = "BLITZ_CIFAR10_ROOT"  # where the full dataset is, whatever root a ca
 SUBSET_SHA256 = "6be54dd6081083a07e384e2fce16cf3645d9d612807cbbeb2899d1278bfe3a75"
 # _arrays_sha256 of the subset: the same whether read from the file or cut from the full set
 SUBSET_ARRAYS_SHA256 = "c3ee9a1dfe4ec2032573ee14364e147a826254471182881e009b63cee43ee33d"
-# A file in a torchvision-format folder that tools/harness/full_from_subset.py built: torchvision's
-# md5 check of the real archive's files cannot pass there, and is skipped.
+# Marks a folder built by tools/harness/full_from_subset.py: no md5 check there.
 BUILT_FROM_SUBSET = "BUILT-FROM-THE-SUBSET.txt"
 DOWNLOAD_TIMEOUT_S = 60.0  # seconds without a byte before a download gives up
-# ...and seconds in all: a server that trickles a byte now and then is never silent. 30 min
-# lets about 170 MB through at 95 kB/s (a slow 1 Mbit/s line needs 23 min); slower than
-# that, the offline subset is the better way, and the message says so.
-DOWNLOAD_TOTAL_S = 30 * 60.0
+DOWNLOAD_TOTAL_S = 30 * 60.0  # ...and in all (a trickle is never silent): 95 kB/s or more
 ARCHIVE_MB = 170  # cifar-10-python.tar.gz
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 FULL_BATCH, PER_BATCH = 10_000, 1_000  # images per torchvision batch file; the subset's share
+_NAMES = ("x_train", "y_train", "x_test", "y_test")
 
 
 class CIFAR10Unavailable(RuntimeError):
@@ -79,12 +71,21 @@ class _Arrays(Dataset):
         return img if self.transform is None else self.transform(img), self.targets[index]
 
 
-def _subset(arrays, classes: tuple, transform, test_transform, how: str) -> CIFAR10Data:
-    x_train, y_train, x_test, y_test = arrays
-    train = _Arrays(x_train, y_train, classes, transform)
-    test = _Arrays(x_test, y_test, classes, test_transform)
+def _subset(arrays: list, classes: tuple, transform, test_transform, how: str) -> CIFAR10Data:
+    train = _Arrays(arrays[0], arrays[1], classes, transform)
+    test = _Arrays(arrays[2], arrays[3], classes, test_transform)
     source = f"CIFAR-10 subset: {len(train):,} training / {len(test):,} test images, {how}"
     return CIFAR10Data(train, test, classes, source)
+
+
+def _arrays_sha256(*arrays: Any) -> str:
+    """sha256 of x_train, y_train, x_test, y_test: the images (uint8) and labels (int64) and
+    their shapes, whatever container holds them."""
+    digest = hashlib.sha256()
+    for name, a, dtype in zip(_NAMES, arrays, (np.uint8, "<i8") * 2, strict=True):
+        arr = np.ascontiguousarray(np.asarray(a).astype(dtype))
+        digest.update(name.encode() + str(arr.shape).encode() + arr.tobytes())
+    return digest.hexdigest()
 
 
 def _load_subset_file(path: str | Path, transform, test_transform) -> CIFAR10Data:
@@ -96,53 +97,32 @@ def _load_subset_file(path: str | Path, transform, test_transform) -> CIFAR10Dat
     try:
         with open(path, "rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
-        # The published file, or one write_subset made (same arrays, another zip): past this
-        # check, every array is known to be right.
-        if digest != SUBSET_SHA256 and not _holds_the_subset(path):
-            what = f"the CIFAR-10 subset at {path} ({path.stat().st_size:,} bytes)"
-            why = f"has sha256 {digest}, expected {SUBSET_SHA256}"
-            raise SubsetError(f"{what} {why}: corrupt, truncated or not the subset. {fix}")
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = [npz[k] for k in ("x_train", "y_train", "x_test", "y_test", "classes")]
     except OSError as err:  # permissions, the usual cause, have a one-line fix; or I/O
         chmod = f" Make it readable: chmod a+r {path}." if isinstance(err, PermissionError) else ""
         why = f"cannot read the CIFAR-10 subset at {path} ({type(err).__name__}: {err})."
         raise SubsetError(f"{why}{chmod} {fix}") from err
-    classes = tuple(arrays.pop().tolist())
-    return _subset(arrays, classes, transform, test_transform, f"from {path.name}")
-
-
-def _holds_the_subset(path: Path) -> bool:
-    """Whether the ``.npz`` at ``path`` holds exactly the subset's arrays and class names."""
     try:
         with np.load(path, allow_pickle=False) as npz:
-            arrays = [npz[k] for k in ("x_train", "y_train", "x_test", "y_test")]
-            classes = tuple(npz["classes"].tolist())
+            arrays = [npz[k] for k in (*_NAMES, "classes")]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-        return False  # unreadable, pickled, incomplete: not the subset
-    shapes = [a.shape for a in arrays]
-    if shapes != [(5000, 32, 32, 3), (5000,), (1000, 32, 32, 3), (1000,)]:
-        return False
-    if [a.dtype for a in arrays] != [np.uint8, np.int64, np.uint8, np.int64]:
-        return False
-    return classes == CLASSES and _arrays_sha256(*arrays) == SUBSET_ARRAYS_SHA256
-
-
-def _arrays_sha256(x_train: Any, y_train: Any, x_test: Any, y_test: Any) -> str:
-    """sha256 of the images (uint8) and labels (int64), whatever container holds them."""
-    digest = hashlib.sha256()
-    names, dtypes = ("x_train", "y_train", "x_test", "y_test"), (np.uint8, "<i8") * 2
-    for name, a, dtype in zip(names, (x_train, y_train, x_test, y_test), dtypes, strict=True):
-        arr = np.ascontiguousarray(np.asarray(a).astype(dtype))
-        digest.update(name.encode() + str(arr.shape).encode() + arr.tobytes())
-    return digest.hexdigest()
+        arrays = [None] * 5  # truncated, pickled, incomplete: not the subset
+    # The published file, or one write_subset made: the same arrays in another zip
+    dtypes = [getattr(a, "dtype", None) for a in arrays[:4]] == [np.uint8, np.int64] * 2
+    ours = dtypes and arrays[4].tolist() == list(CLASSES)
+    if digest != SUBSET_SHA256 and not (
+        ours and _arrays_sha256(*arrays[:4]) == SUBSET_ARRAYS_SHA256
+    ):
+        what = f"the CIFAR-10 subset at {path} ({path.stat().st_size:,} bytes)"
+        why = f"has sha256 {digest}, expected {SUBSET_SHA256}"
+        raise SubsetError(f"{what} {why}: corrupt, truncated or not the subset. {fix}")
+    classes = tuple(arrays.pop().tolist())
+    return _subset(arrays, classes, transform, test_transform, f"from {path.name}")
 
 
 def subset_from_full(train: Any, test: Any) -> tuple[np.ndarray, ...]:
     """``x_train, y_train, x_test, y_test`` of the subset, cut from the full CIFAR-10: the first
     1,000 images of each of the 5 training batches (10,000 each) and of the test set."""
-    if len(train.data) != 5 * FULL_BATCH or len(test.data) != FULL_BATCH:
-        got = f"{len(train.data):,} / {len(test.data):,}"
+    if (got := (len(train.data), len(test.data))) != (5 * FULL_BATCH, FULL_BATCH):
         raise ValueError(f"expected the full CIFAR-10 (50,000 / 10,000 images), got {got}")
     rows = np.concatenate([np.arange(b * FULL_BATCH, b * FULL_BATCH + PER_BATCH) for b in range(5)])
     y_train = np.asarray(train.targets, dtype=np.int64)[rows]
@@ -151,8 +131,7 @@ def subset_from_full(train: Any, test: Any) -> tuple[np.ndarray, ...]:
 
 
 def _partial_copy_note(root: Path) -> str:
-    folder = root.resolve() / "cifar-10-batches-py"
-    if not folder.is_dir():
+    if not (folder := root.resolve() / "cifar-10-batches-py").is_dir():
         return ""
     archive = folder.with_name("cifar-10-python.tar.gz")
     return (
@@ -161,12 +140,35 @@ def _partial_copy_note(root: Path) -> str:
     )
 
 
+def _cut(train: Any, test: Any, root: Path) -> tuple[np.ndarray, ...]:
+    """The subset cut from the full CIFAR-10 in ``root``, checked."""
+    arrays = subset_from_full(train, test)
+    if (digest := _arrays_sha256(*arrays)) != SUBSET_ARRAYS_SHA256:
+        raise SubsetError(
+            f"the 6,000 images cut from the full CIFAR-10 in {root.resolve()} are not the "
+            f"subset's (content sha256 {digest}, expected {SUBSET_ARRAYS_SHA256}): the download "
+            f"is damaged or not CIFAR-10.{_partial_copy_note(root)}"
+        )
+    return arrays
+
+
 def _full_cifar10(root: Path, transform, test_transform, download: bool, choice: str) -> tuple:
     """torchvision's CIFAR-10, downloaded here (bounded in time) and read by torchvision from
     the extracted folder, with one clear error."""
-    CIFAR10 = _torchvision_cifar10()  # here: the subset file does not need torchvision
+    from torchvision import datasets  # here: the subset file does not need torchvision
+
+    CIFAR10 = datasets.CIFAR10
     if (root / "cifar-10-batches-py" / BUILT_FROM_SUBSET).is_file():
-        CIFAR10, download = _unverified(CIFAR10), False
+        download = False
+
+        class CIFAR10(datasets.CIFAR10):  # no md5 check: its files cannot have the real md5s
+            def _check_integrity(self) -> bool:
+                return True
+
+            def _load_meta(self) -> None:
+                with open(Path(self.root) / self.base_folder / self.meta["filename"], "rb") as f:
+                    self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
+                self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
 
     try:
         if download:
@@ -179,7 +181,6 @@ def _full_cifar10(root: Path, transform, test_transform, download: bool, choice:
         tried, use_subset = f"${SUBSET_ENV} is not set", "set "
         if choice == "full":
             tried, use_subset = f"not tried, {CHOICE_ENV}=full", f"set {CHOICE_ENV}=subset and "
-        use_subset += f"{SUBSET_ENV}=/path/to/cifar10-subset.npz"
         how = "download it into" if download else "find it (download=False) in"
         cause = " ".join(f"{type(err).__name__}: {err}".split())  # whole, on one line
         # from None: the cause is in the message; its traceback would bury it in 30 lines
@@ -187,12 +188,21 @@ def _full_cifar10(root: Path, transform, test_transform, download: bool, choice:
             f"CIFAR-10 is not available. Tried: (1) the offline subset: {tried}; "
             f"(2) torchvision: could not {how} {root.resolve()} ({cause})."
             f"{_partial_copy_note(root)} Fix it in one of two ways: connect to the internet and "
-            f"run again (torchvision downloads about {ARCHIVE_MB} MB once), or {use_subset} (the "
-            "offline subset, see DATA.md)."
+            f"run again (torchvision downloads about {ARCHIVE_MB} MB once), or {use_subset}"
+            f"{SUBSET_ENV}=/path/to/cifar10-subset.npz (the offline subset, see DATA.md)."
         ) from None
 
 
 # --- the download: our own, bounded, so that no library is changed at run time --------------
+
+
+def _whole(folder: Path, cifar10: type) -> bool:
+    """Whether every file of the extracted ``folder`` has the md5 torchvision lists for it."""
+    from torchvision.datasets.utils import check_integrity
+
+    meta = [cifar10.meta["filename"], cifar10.meta["md5"]]
+    files = [*cifar10.train_list, *cifar10.test_list, meta]
+    return all(check_integrity(str(folder / name), md5) for name, md5 in files)
 
 
 def _download_cifar10(root: Path, cifar10: type) -> None:
@@ -210,98 +220,65 @@ def _download_cifar10(root: Path, cifar10: type) -> None:
         tar.extractall(root, filter="data")  # no path outside root, no links, no devices
 
 
-def _whole(folder: Path, cifar10: type) -> bool:
-    """Whether every file of the extracted ``folder`` has the md5 torchvision lists for it."""
-    from torchvision.datasets.utils import check_integrity
-
-    meta = [cifar10.meta["filename"], cifar10.meta["md5"]]
-    files = [*cifar10.train_list, *cifar10.test_list, meta]
-    return all(check_integrity(str(folder / name), md5) for name, md5 in files)
-
-
-def _total_timeout() -> TimeoutError:
-    rate = ARCHIVE_MB * 1000 / DOWNLOAD_TOTAL_S
-    return TimeoutError(
+def _download(url: str, dest: Path, md5: str) -> None:
+    """Download ``url`` to ``dest``: at most DOWNLOAD_TIMEOUT_S without a byte (connecting
+    too), DOWNLOAD_TOTAL_S in all; into ``dest.partial``, renamed once its md5 is ``md5``."""
+    # A server that trickles bytes is never silent: at the total deadline a timer shuts down
+    # the sockets of urllib's connections (redirects, HTTPS, proxies from the environment).
+    sockets: list[socket.socket] = []
+    deadline, rate = time.monotonic() + DOWNLOAD_TOTAL_S, ARCHIVE_MB * 1000 / DOWNLOAD_TOTAL_S
+    late = TimeoutError(
         f"the download took more than {DOWNLOAD_TOTAL_S:,.0f} s in total (its {ARCHIVE_MB} MB "
         f"need {rate:,.0f} kB/s or more to arrive in time)"
     )
 
-
-class _Sockets:
-    """The sockets one download opens, shut down at its total deadline: a server that trickles
-    its headers or body is never silent for DOWNLOAD_TIMEOUT_S, and urllib would wait on."""
-
-    def __init__(self, seconds: float) -> None:
-        self.open: list[socket.socket] = []
-        self.deadline = time.monotonic() + seconds
-        self.timer = threading.Timer(seconds, self.shut)
-        self.timer.daemon = True
-
-    def add(self, sock: socket.socket) -> None:
-        self.open.append(sock)
-        if time.monotonic() >= self.deadline:  # connected after the timer went off
-            self.shut()
-
-    def shut(self) -> None:
-        for sock in self.open:
+    def shut() -> None:
+        for sock in sockets:
             with contextlib.suppress(OSError):  # already closed
                 sock.shutdown(socket.SHUT_RDWR)  # a blocked read returns at once
 
-    def opener(self) -> urllib.request.OpenerDirector:
-        """urllib (redirects, HTTPS, proxies from the environment) on connections whose
-        sockets are known here."""
-        sockets = self
-
-        class HTTP(http.client.HTTPConnection):
+    def tracked(connection: type) -> type:
+        class Tracked(connection):
             def connect(self) -> None:
                 super().connect()
-                sockets.add(self.sock)
+                sockets.append(self.sock)
+                if time.monotonic() >= deadline:  # connected after the timer went off
+                    shut()
 
-        class HTTPS(http.client.HTTPSConnection):
-            def connect(self) -> None:
-                super().connect()
-                sockets.add(self.sock)
+        return Tracked
 
-        class HTTPHandler(urllib.request.HTTPHandler):
-            def http_open(self, req):
-                return self.do_open(HTTP, req)
+    class Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+        def http_open(self, req):
+            return self.do_open(tracked(http.client.HTTPConnection), req)
 
-        class HTTPSHandler(urllib.request.HTTPSHandler):
-            def https_open(self, req):
-                return self.do_open(HTTPS, req, context=ssl.create_default_context())
+        def https_open(self, req):
+            return self.do_open(tracked(http.client.HTTPSConnection), req)
 
-        return urllib.request.build_opener(HTTPHandler, HTTPSHandler)
-
-
-def _download(url: str, dest: Path, md5: str) -> None:
-    """Download ``url`` to ``dest``: at most DOWNLOAD_TIMEOUT_S without a byte (connecting
-    too), DOWNLOAD_TOTAL_S in all; into ``dest.partial``, renamed once its md5 is ``md5``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    partial = dest.with_name(dest.name + ".partial")
-    sockets, digest = _Sockets(DOWNLOAD_TOTAL_S), hashlib.md5(usedforsecurity=False)
-    sockets.timer.start()
+    partial, digest = dest.with_name(dest.name + ".partial"), hashlib.md5(usedforsecurity=False)
+    timer = threading.Timer(DOWNLOAD_TOTAL_S, shut)
+    timer.daemon = True
+    timer.start()
     try:
-        with sockets.opener().open(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
-            with open(partial, "wb") as f:
-                while chunk := response.read1(1 << 16):
-                    if time.monotonic() >= sockets.deadline:
-                        raise _total_timeout()
-                    f.write(chunk)
-                    digest.update(chunk)
-        if time.monotonic() >= sockets.deadline:  # shut down: the data ended early
-            raise _total_timeout()
+        opener = urllib.request.build_opener(Handler)
+        with opener.open(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(partial, "wb") as f:
+            while chunk := response.read1(1 << 16):  # ends early when the timer shuts it down
+                f.write(chunk)
+                digest.update(chunk)
+        if time.monotonic() >= deadline:
+            raise late
         if digest.hexdigest() != md5:
             raise OSError(
                 f"the file downloaded from {url} has md5 {digest.hexdigest()}, expected {md5}: "
                 "damaged on the way, or not the archive"
             )
         partial.replace(dest)
-    except (OSError, http.client.HTTPException) as err:
-        if time.monotonic() >= sockets.deadline and not isinstance(err, TimeoutError):
-            raise _total_timeout() from None  # what the shutdown made of it: not the cause
+    except (OSError, http.client.HTTPException):
+        if time.monotonic() >= deadline:  # whatever the shutdown made of it: not the cause
+            raise late from None
         raise
     finally:
-        sockets.timer.cancel()
+        timer.cancel()
         partial.unlink(missing_ok=True)
 
 
@@ -311,10 +288,13 @@ def load_cifar10(
     test_transform: Any = None,
     download: bool = True,
 ) -> CIFAR10Data:
-    """CIFAR-10's train and test sets, class names and which data was used (module docstring).
+    """CIFAR-10's train and test sets, class names and which data was used.
 
-    ``test_transform`` defaults to ``transform``. Raises :class:`CIFAR10Unavailable` when
-    nothing works and :class:`SubsetError` for a bad subset.
+    ``BLITZ_CIFAR10=full``: torchvision's (download bounded in time); ``subset``: the 6,000
+    images of DATA.md, from the file ``BLITZ_CIFAR10_SUBSET`` names or cut from the full set,
+    checked either way; unset: that file when named, else the full set. ``test_transform``
+    defaults to ``transform``. Raises :class:`CIFAR10Unavailable` when nothing works and
+    :class:`SubsetError` for a bad subset.
     """
     test_transform = transform if test_transform is None else test_transform
     choice = os.environ.get(CHOICE_ENV, "").strip().lower() or "auto"
@@ -329,44 +309,11 @@ def load_cifar10(
         return _load_subset_file(subset_file, transform, test_transform)
     train, test = _full_cifar10(root, transform, test_transform, download, choice)
     classes, where = tuple(train.classes), f"in {root.as_posix()}/"
-    if choice != "subset":
-        source = f"full CIFAR-10: {len(train):,} training / {len(test):,} test images {where}"
-        return CIFAR10Data(train, test, classes, source)
-    arrays = subset_from_full(train, test)
-    if (digest := _arrays_sha256(*arrays)) != SUBSET_ARRAYS_SHA256:
-        what = f"the 6,000 images cut from the full CIFAR-10 in {root.resolve()}"
-        why = f"content sha256 {digest}, expected {SUBSET_ARRAYS_SHA256}"
-        raise SubsetError(
-            f"{what} are not the subset's ({why}): the download is damaged or not "
-            f"CIFAR-10.{_partial_copy_note(root)}"
-        )
-    return _subset(arrays, classes, transform, test_transform, f"cut from the full dataset {where}")
-
-
-# --- torchvision -----------------------------------------------------------------------------
-
-
-def _torchvision_cifar10() -> type:
-    from torchvision import datasets  # here: the subset file does not need torchvision
-
-    return datasets.CIFAR10
-
-
-def _unverified(cifar10: type) -> type:
-    """torchvision's CIFAR10 without the md5 check, for a folder tools/full_from_subset built."""
-
-    class Unverified(cifar10):
-        def _check_integrity(self) -> bool:
-            return True
-
-        def _load_meta(self) -> None:
-            import pickle
-
-            with open(Path(self.root) / self.base_folder / self.meta["filename"], "rb") as f:
-                self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
-            self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
-
-    return Unverified
+    if choice == "subset":
+        how = f"cut from the full dataset {where}"
+        return _subset(_cut(train, test, root), classes, transform, test_transform, how)
+    source = f"full CIFAR-10: {len(train):,} training / {len(test):,} test images {where}"
+    return CIFAR10Data(train, test, classes, source)
 
 
 def write_subset(path: str | Path, root: str | Path = "data") -> Path:
@@ -375,17 +322,10 @@ def write_subset(path: str | Path, root: str | Path = "data") -> Path:
     Raises :class:`CIFAR10Unavailable` or :class:`SubsetError` as :func:`load_cifar10` does."""
     path, root = Path(path), Path(root)
     train, test = _full_cifar10(root, None, None, True, "subset")
-    arrays = subset_from_full(train, test)
-    if (digest := _arrays_sha256(*arrays)) != SUBSET_ARRAYS_SHA256:
-        raise SubsetError(
-            f"the 6,000 images cut from the full CIFAR-10 in {root.resolve()} are not the "
-            f"subset's (content sha256 {digest}): the download is damaged or not CIFAR-10."
-            f"{_partial_copy_note(root)}"
-        )
-    names = ("x_train", "y_train", "x_test", "y_test")
+    arrays = _cut(train, test, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     with open(partial, "wb") as f:  # a crash leaves no half file under the real name
-        np.savez(f, **dict(zip(names, arrays, strict=True)), classes=np.array(train.classes))
+        np.savez(f, **dict(zip(_NAMES, arrays, strict=True)), classes=np.array(train.classes))
     partial.replace(path)
     return path

@@ -1,13 +1,10 @@
-"""Running ``torchrun`` from Python, which no lesson teaches: notebook 05 teaches DDP itself.
-
-Notebook 05, tests/test_ddp.py and bench/ddp_scaling.py launch ``scripts/train_ddp.py``
-(:data:`TRAIN_DDP_SCRIPT`) with these; :func:`start` and :func:`finish` run several launchers
-at once (as on several machines). Every wait is bounded, and a rendezvous that fails ends
-with one line (:func:`torchrun`).
-"""
+"""Running ``torchrun`` from Python, which no lesson teaches (notebook 05 teaches DDP itself):
+for notebook 05, the tests and the bench. Every wait is bounded; :func:`start` and :func:`finish`
+run several launchers at once (as on several machines); a failed rendezvous is one line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -19,34 +16,19 @@ from pathlib import Path
 
 from . import distributed
 
-# The DDP training script of notebook 05's deep dives, the tests and the bench.
 TRAIN_DDP_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_ddp.py"
 # What a previous launcher may have left in the environment: a child must not inherit it.
-_TORCHRUN_VARS = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "GROUP_RANK",
-    "TORCHELASTIC_RUN_ID",
-)
+_INHERITED = (*distributed.TORCHRUN_VARS, "GROUP_RANK", "TORCHELASTIC_RUN_ID")
 # Below every system's ephemeral ports (Linux 32768-60999, macOS and Windows 49152-65535): no
 # outgoing connection takes such a port meanwhile, nor connects to itself while retrying.
 _PORTS = range(20000, 32000)
-# Several nodes: torchrun run by torchrun() below, in the launcher's own process.
-_TORCHRUN = "import sys, utils.launch; utils.launch.torchrun(sys.argv[1:])"
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range."""
     for port in random.Random().sample(_PORTS, 200):  # not the seeded global generator
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        with socket.socket() as sock, contextlib.suppress(OSError):  # taken: the next one
+            sock.bind(("127.0.0.1", port))
             return port
     raise RuntimeError(f"no free TCP port on 127.0.0.1 in {_PORTS.start}-{_PORTS.stop - 1}")
 
@@ -61,40 +43,31 @@ def torchrun_argv(
     endpoint: str | None = None,
     rdzv_timeout_s: int = 60,
 ) -> list[str]:
-    """The command running ``script`` in ``nproc_per_node`` processes (0: one plain process).
-
-    One node: ``--standalone``; several: the static rendezvous at ``endpoint`` (``host:port``)
-    on 127.0.0.1 as node ``node_rank``, through :func:`torchrun`. The rendezvous waits
-    ``rdzv_timeout_s`` at most."""
-    if nproc_per_node < 0 or nnodes < 1 or not 0 <= node_rank < nnodes:
+    """The command running ``script`` in ``nproc_per_node`` processes (0: one plain process):
+    one node ``--standalone``; several meet at the static rendezvous ``endpoint`` (``host:port``)
+    on 127.0.0.1, through :func:`torchrun`. The rendezvous waits ``rdzv_timeout_s`` at most."""
+    several = nnodes > 1 and (nproc_per_node == 0 or endpoint is None)
+    if nproc_per_node < 0 or not 0 <= node_rank < nnodes or several:
         raise ValueError(
-            f"bad launch: nproc_per_node={nproc_per_node}, nnodes={nnodes}, node_rank={node_rank}"
+            f"bad launch: nproc_per_node={nproc_per_node}, nnodes={nnodes}, node_rank="
+            f"{node_rank}, endpoint={endpoint} (several nodes need torchrun and an endpoint)"
         )
-    if nnodes > 1 and (nproc_per_node == 0 or endpoint is None):
-        raise ValueError("several nodes need torchrun (nproc_per_node >= 1) and an endpoint")
     if nproc_per_node == 0:
         return [sys.executable, str(script), *script_args]
+    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
     if nnodes == 1:
-        argv = [sys.executable, "-m", "torch.distributed.run"]
-        argv += [f"--nproc-per-node={nproc_per_node}", "--standalone"]
-        argv += [f"--rdzv-conf=join_timeout={rdzv_timeout_s}"]
-    else:
-        argv = [sys.executable, "-c", _TORCHRUN, f"--nproc-per-node={nproc_per_node}"]
-        argv += [
-            f"--nnodes={nnodes}",
-            f"--node-rank={node_rank}",
-            "--rdzv-backend=static",
-            f"--rdzv-endpoint={endpoint}",
-            f"--rdzv-conf=timeout={rdzv_timeout_s}",
-            "--local-addr=127.0.0.1",
-        ]
+        argv += ["--standalone", f"--rdzv-conf=join_timeout={rdzv_timeout_s}"]
+    else:  # run by torchrun() below: one-line errors
+        argv[1:3] = ["-c", "import sys, utils.launch; utils.launch.torchrun(sys.argv[1:])"]
+        argv += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=static"]
+        argv += [f"--rdzv-endpoint={endpoint}", f"--rdzv-conf=timeout={rdzv_timeout_s}"]
+        argv += ["--local-addr=127.0.0.1"]
     return [*argv, "--max-restarts=0", str(script), *script_args]
 
 
 def torchrun(args: Sequence[str]) -> None:
-    """``torchrun ARGS`` in this process, as :func:`torchrun_argv` runs it for several nodes,
-    except that a node whose master or peers never come to the rendezvous ends with one line
-    (which node, where, how long) instead of torch's C++ and Python stacks."""
+    """``torchrun ARGS``, as :func:`torchrun_argv` runs it for several nodes, but a node whose
+    master or peers never come ends with one line, not torch's C++ and Python stacks."""
     from torch.distributed import DistError
     from torch.distributed.run import main, parse_args
 
@@ -103,10 +76,8 @@ def torchrun(args: Sequence[str]) -> None:
     timeout_s, endpoint, node = int(conf.get("timeout", 600)), opts.rdzv_endpoint, opts.node_rank
     host, _, port = endpoint.rpartition(":")
     if node != 0 and not distributed.reachable(host, int(port), timeout_s):
-        sys.exit(
-            f"node {node}: its master (node 0) at {endpoint} did not come within {timeout_s} s:"
-            " start it, or check --rdzv-endpoint"
-        )
+        why = f"its master (node 0) at {endpoint} did not come within {timeout_s} s"
+        sys.exit(f"node {node}: {why}: start it, or check --rdzv-endpoint")
     try:
         main(list(args))
     except DistError as err:  # node 0: the others never came (the first line says how many)
@@ -118,12 +89,10 @@ def torchrun(args: Sequence[str]) -> None:
 
 
 def worker_env(threads: int = 1, force_cpu: bool = True) -> dict[str, str]:
-    """This process's environment for the workers: ``threads`` CPU threads each, no GPU with
-    ``force_cpu`` (``CUDA_VISIBLE_DEVICES=""``, as a learner would hide them), and gloo on the
-    loopback interface where :func:`loopback_interface` names one (a value already set wins).
-
-    ``OMP_NUM_THREADS`` always (torchrun sets it only when unset): every run gets what it asks."""
-    env = {k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS}
+    """This process's environment for the workers: ``threads`` CPU threads each (always: torchrun
+    sets it only when unset), no GPU with ``force_cpu`` (``CUDA_VISIBLE_DEVICES=""``), and gloo
+    on the loopback interface where :func:`loopback_interface` names one (a value set wins)."""
+    env = {k: v for k, v in os.environ.items() if k not in _INHERITED}
     env["OMP_NUM_THREADS"] = str(threads)
     if force_cpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -132,30 +101,20 @@ def worker_env(threads: int = 1, force_cpu: bool = True) -> dict[str, str]:
     return env
 
 
-# The loopback interface's name where gloo takes one (GLOO_SOCKET_IFNAME): Linux's tcp
-# transport and macOS's libuv transport look the name up in the system's interface list.
-_LOOPBACK = {"linux": "lo", "darwin": "lo0"}
-
-
-def loopback_interface(
-    platform: str | None = None, interfaces: Sequence[str] | None = None
-) -> str | None:
-    """The loopback interface for gloo on ``platform`` (Linux ``lo``, macOS ``lo0``), if this
-    machine has one of that name; None elsewhere (Windows names interfaces otherwise), and then
-    gloo picks its device from the host name, PyTorch's default."""
-    platform = sys.platform if platform is None else platform
-    name = next((n for prefix, n in _LOOPBACK.items() if platform.startswith(prefix)), None)
-    if name is None:
+def loopback_interface() -> str | None:
+    """The loopback interface's name for gloo (``GLOO_SOCKET_IFNAME``): Linux's ``lo``, macOS's
+    ``lo0``, if this machine has it; else None (Windows names it otherwise), and gloo picks its
+    device from the host name, PyTorch's default."""
+    name = {"linux": "lo", "darwin": "lo0"}.get(sys.platform.rstrip("0123456789"))
+    try:
+        return name if name in [iface for _, iface in socket.if_nameindex()] else None
+    except OSError:
         return None
-    if interfaces is None:
-        try:
-            interfaces = [iface for _, iface in socket.if_nameindex()]
-        except OSError:
-            return None
-    return name if name in interfaces else None
 
 
-def start(argv: Sequence[str], env: dict[str, str] | None = None, **popen_kwargs):
+def start(
+    argv: Sequence[str], env: dict[str, str] | None = None, **popen_kwargs
+) -> subprocess.Popen:
     """Start a launch without waiting for it (output captured); bound the wait with finish."""
     kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen_kwargs}
     return subprocess.Popen(list(argv), env=env or worker_env(), text=True, **kwargs)
