@@ -16,13 +16,14 @@ lab bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SU
 
 
 
-.PHONY: help generate venv lab data-link test test-lab test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
+.PHONY: help generate venv lab data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
 	@echo "               your own token from the environment, never make's command line: LAB_TOKEN=... make lab)"
-	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook"
-	@echo "make test-lab - every cell of the five notebooks in the kernels of \`make lab\` (the learner's)"
+	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook (a few minutes)"
+	@echo "make test-e2e - what a person starts: every notebook in \`make lab\`'s kernels and in the zip,"
+	@echo "               the site and decks in Chromium, Lab and RISE, torchrun launches, a fresh Python"
 	@echo "make test-portable - nbval again under other CPU kernels and thread counts"
 	@echo "make test-full-data - notebooks 04 and 05 on a 50,000-image CIFAR-10 built from the subset"
 	@echo "make test-gpu - every notebook on your GPU (their asserts check it), unit tests on it"
@@ -71,14 +72,16 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # pytest's options and environment for the notebooks: pyproject.toml and tools/harness/contract.py.
+# The tests marked e2e start what a person starts and run in `make test-e2e` instead.
 test: lint
-	$(BIN)/python -m pytest --nbval
+	$(BIN)/python -m pytest --nbval -m "not e2e"
 
-# Every cell of the five notebooks, run where a learner runs them: JupyterLab started by
-# `make lab` from this shell's environment, each notebook in a kernel of its own (no test
-# contract, no output comparison: tests/test_lab_notebooks.py).
-test-lab: $(STAMP) data-link
-	$(BIN)/python -m pytest --lab-notebooks tests/test_lab_notebooks.py
+# What a learner and a teacher start, started as they start it (the tests marked e2e): every
+# cell of the five notebooks in kernels of `make lab` run from this shell's environment (no
+# test contract) and in the unpacked zip, the site and decks in Chromium, JupyterLab and
+# RISE, the DDP scripts under torchrun, the core path in a fresh Python.
+test-e2e: $(STAMP) data-link
+	$(BIN)/python -m pytest -m e2e tests
 
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
 test-portable: $(STAMP)

@@ -5,12 +5,3 @@ and before nbval starts a kernel, which inherits this environment."""
 from tools.harness import contract
 
 contract.apply()
-
-
-def pytest_addoption(parser) -> None:
-    parser.addoption(
-        "--lab-notebooks",
-        action="store_true",
-        help="run every cell of the five notebooks in the kernels of `make lab` "
-        "(tests/test_lab_notebooks.py; make test-lab)",
-    )

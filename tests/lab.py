@@ -1,7 +1,7 @@
 """JupyterLab started the way a learner starts it: ``make lab`` from the shell's own
 environment (tools/contract.SHELL_ENVIRON: the test contract's variables are not there, and
 PATH is the shell's, without the virtual environment), its files in a temporary folder.
-Shared by tests/test_lab.py and tests/test_lab_notebooks.py (``make test-lab``)."""
+Shared by tests/test_lab.py and tests/test_lab_notebooks.py (``make test-e2e``)."""
 
 from __future__ import annotations
 

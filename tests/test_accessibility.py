@@ -192,7 +192,7 @@ PLANTED = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>x
 </main></body></html>"""
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_check_reports_planted_violations(browser, tmp_path: Path) -> None:
     """A low-contrast line, a scroll box without a tab stop and an image without alt text:
     each is named with its rule, impact and element; "moderate" ones are filtered out."""
@@ -214,7 +214,7 @@ def test_the_check_reports_planted_violations(browser, tmp_path: Path) -> None:
     assert [line.split(" ")[0] for line in limited] == ["color-contrast"], limited
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_code_colours_work_on_a_page_of_their_own(browser, tmp_path: Path) -> None:
     """code-colours.css alone, linked *before* Pygments' default style and JupyterLab's grey
     prompts (the order a deck may have), still gives every token and prompt 4.5:1."""
@@ -259,7 +259,7 @@ def _open_everything(page) -> None:
         folded.first.click()  # the next folded one is first now
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 @pytest.mark.parametrize("lang", LANGS)
 def test_every_page_meets_wcag_21_aa(browser, site: Path, lang: str, viewport: str) -> None:
@@ -287,7 +287,7 @@ def test_every_page_meets_wcag_21_aa(browser, site: Path, lang: str, viewport: s
     assert not found, "\n".join(found)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", LANGS)
 def test_figures_say_what_they_show(site: Path, lang: str) -> None:
     """Every image on a lesson page has alt text of its own: not nbconvert's placeholder, and
@@ -308,7 +308,7 @@ def test_figures_say_what_they_show(site: Path, lang: str) -> None:
     assert checked, "no figure on the site: nothing was checked"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_code_is_reached_and_scrolled_by_keyboard(browser, site: Path) -> None:
     """Tab from the top of a lesson reaches its first code cell, which is announced by name;
     on a phone, a code line wider than the screen scrolls with the arrow keys."""

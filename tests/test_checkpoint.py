@@ -261,7 +261,7 @@ def _hammer(path: str, seconds: float, role: str) -> tuple[int, int]:
     return done, failures
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_two_writers_and_a_reader_never_fail(tmp_path: Path) -> None:
     import multiprocessing as mp
@@ -596,7 +596,7 @@ def assert_same(model: nn.Module, before: dict[str, torch.Tensor]) -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "damage",
-    [0xFF, pytest.param(0x10, marks=pytest.mark.slow), pytest.param(0, marks=pytest.mark.slow)],
+    [0xFF, pytest.param(0x10, marks=pytest.mark.e2e), pytest.param(0, marks=pytest.mark.e2e)],
     ids=["flipped", "bit 0x10", "zeroed"],
 )
 def test_every_damaged_byte_of_the_zip_directory_is_a_checkpoint_error(

@@ -75,7 +75,7 @@ def clean_python(tmp_path_factory) -> Path:
     return python
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_the_core_path_runs_alone_with_only_pytorch(
     path: Path, clean_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -27,7 +27,7 @@ from utils.launch import free_port
 ROOT = Path(__file__).resolve().parents[1]
 
 # torchrun launches / a JupyterLab server: seconds each.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 SCRIPT = launch.TRAIN_DDP_SCRIPT  # scripts/train_ddp.py
 CRASH_WRAPPER = ROOT / "tests" / "ddp_crash.py"  # the script, failing one rank on request

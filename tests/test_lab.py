@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # none for 127.0.0.1
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_printed_url_serves_lab_on_loopback_only(lab: Lab) -> None:
     """Also: the token is on no command line (any local user can read those with ps)."""
     with _OPENER.open(lab.url, timeout=60) as res:
@@ -44,7 +44,7 @@ def test_the_printed_url_serves_lab_on_loopback_only(lab: Lab) -> None:
     assert {(ip, port) for ip, port in listening} == {("127.0.0.1", lab.port)}, listening
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_lab_lists_the_notebooks_and_runs_utils_in_a_kernel(lab: Lab) -> None:
     listed = {item["name"] for item in lab.api("GET", "contents")["content"]}
     expected = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} | {"zh"}
@@ -106,7 +106,7 @@ def _probe(client) -> dict:
     return json.loads("".join(printed))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_test_kernel_starts_as_a_kernel_of_make_lab_does(lab: Lab) -> None:
     """A notebook passes `make test` only where it would run for a learner: a kernel nbval
     starts (this process's environment, the test contract applied) and one a click in
@@ -221,7 +221,7 @@ def test_a_port_that_cannot_be_opened_is_not_called_in_use(
     assert said in message and message.endswith(("make lab", "administrator")), message
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
     """A deep dive's heading is stored collapsed (tools/authoring/lesson_size.py write): Lab
     shows the
@@ -263,7 +263,7 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
         page.close()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_lab_starts_without_asking_about_news_or_fetching_it(lab: Lab, browser) -> None:
     """A classroom's Lab asks nothing on start: no "Would you like to get notified about
     official Jupyter news?" (JupyterLab's announcements plugin asks it on every load until it
@@ -299,7 +299,7 @@ def test_lab_starts_without_asking_about_news_or_fetching_it(lab: Lab, browser) 
         page.close()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_solutions_open_folded_in_lab(lab: Lab, browser) -> None:
     """A solution's code is stored folded (jupyter.source_hidden,
     tools/authoring/lesson_size.py write):
@@ -373,7 +373,7 @@ def _open_slideshow(page, lab: Lab, notebook: str):
     return frame
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_arrow_key_walks_a_rise_slideshow_and_shows_every_code_cell(lab, browser) -> None:
     """A teacher clicks "Render as slideshow" and presses → only: each press shows the next
     code cell or slide, in reading order, until the last; every code cell of the core path
@@ -420,7 +420,7 @@ def test_the_arrow_key_walks_a_rise_slideshow_and_shows_every_code_cell(lab, bro
     assert not ours, ours
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_lab_presents_a_notebook_as_slides_and_runs_code_there(lab, browser) -> None:
     """`make lab` brings RISE: "Render as slideshow" (Alt+R) opens the core path as slides;
     space moves on (fragments, then slides); a code cell run on its slide gets a fresh

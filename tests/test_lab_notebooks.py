@@ -8,8 +8,8 @@ The all-lessons zip the site offers gets the same: unpacked into an empty folder
 ``../shared``, no checkout around it), set up with the README's commands without make,
 offline with only the subset file given (DATA.md), its own JupyterLab runs the five notebooks.
 
-Run by ``make test-lab`` (``pytest --lab-notebooks``), not by ``make test``: it repeats the
-notebooks' run time twice.
+Run by ``make test-e2e`` (marked ``e2e``), not by ``make test``: it repeats the notebooks'
+run time twice.
 """
 
 from __future__ import annotations
@@ -26,12 +26,6 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CELL_TIMEOUT_S = 600
 
 
-@pytest.fixture(autouse=True)
-def only_when_asked(request: pytest.FixtureRequest) -> None:
-    if not request.config.getoption("--lab-notebooks"):
-        pytest.skip("run by `make test-lab` (pytest --lab-notebooks)")
-
-
 def run_every_cell(lab: Lab, path: Path) -> None:
     """Open ``path`` (a notebook of ``lab``'s folder) as a click does and run its code cells
     in order; the first error fails, naming the cell."""
@@ -46,7 +40,7 @@ def run_every_cell(lab: Lab, path: Path) -> None:
             )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_cell_runs_in_a_kernel_of_make_lab(lab: Lab, path: Path) -> None:
     run_every_cell(lab, path)
@@ -58,7 +52,7 @@ def _readme_commands_without_make() -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_zip_runs_every_notebook_offline_with_its_readmes_commands(tmp_path: Path) -> None:
     """The README's four commands, literally, in the unpacked zip; the pinned packages are
     this environment's (a .pth file), so pip finds every requirement satisfied instead of

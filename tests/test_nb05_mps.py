@@ -40,7 +40,7 @@ DEVICE_DEEP_DIVES = re.compile(
 DEVICE_SOLUTIONS = re.compile(r"### 1\. A DataParallel training step")
 WRAP_MOVES = "    model = model.to(device)  # DataParallel moves nothing to MPS or the CPU itself\n"
 
-pytestmark = pytest.mark.slow  # about half a minute: the core path launches torchrun
+pytestmark = pytest.mark.e2e  # about half a minute: the core path launches torchrun
 
 MPS = torch.device("mps", 0)
 # What PyTorch allows across devices: copies, and checks of metadata.

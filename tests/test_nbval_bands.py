@@ -146,7 +146,7 @@ CASES = {  # stored output, band, should nbval pass?
 }
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_nbval_with_bands_end_to_end(tmp_path: Path) -> None:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}

@@ -36,7 +36,7 @@ def _run(*args: str | Path, timeout: int, **env: str) -> subprocess.CompletedPro
     )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_good_a_bad_and_a_hanging_notebook(tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("beside the notebook")
     good = _notebook(

@@ -432,7 +432,7 @@ def test_special_files_among_the_sites_assets_are_skipped_and_named(
 # --- the real site, in each language --------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", LANGS)
 def test_index_lists_every_lesson(site: Path, lang: str) -> None:
     folder, html_lang = site / LANGS[lang][0], f'<html lang="{LANGS[lang][1]}">'
@@ -458,7 +458,7 @@ LOADS_FROM_A_URL = re.compile(
 )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_reference_no_other_host(site: Path, lang: str) -> None:
     """Static check that complements the browser's: no src/href loads from a URL, on the
@@ -609,7 +609,7 @@ def _check_links(seen: Findings, base: str, site: Path) -> int:
     return checked
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["file", "http"])
 @pytest.mark.parametrize("lang", LANGS)
 def test_site_in_chromium(browser, site: Path, lang: str, mode: str, request, tmp_path) -> None:
@@ -651,7 +651,7 @@ def test_site_in_chromium(browser, site: Path, lang: str, mode: str, request, tm
 PLANTED = '译文<script>window.PWN_ZH=1</script><img src="http://203.0.113.9/x.png">'
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_browser_check_catches_markup_planted_in_a_translation(browser, tmp_path) -> None:
     """A catalog entry carrying a script and an off-site image, written straight into a copy of
     the catalog (no tools/authoring/i18n.py check on the way): the check test_site_in_chromium runs
@@ -698,7 +698,7 @@ def test_the_browser_check_catches_markup_planted_in_a_translation(browser, tmp_
     assert static and "203.0.113.9" not in (out / english.with_suffix(".html").name).read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_search_finds_a_section(browser, site: Path, served_site: str) -> None:
     """The offline search on the index finds a section heading of the first lesson."""
     first = (site / f"{NOTEBOOKS[0].stem}.html").read_text()
@@ -730,7 +730,7 @@ def _search_index(site: Path, lang: str) -> list[dict[str, str]]:
     return json.loads(text.removeprefix("window.BLITZ_SEARCH_INDEX = ").rstrip().rstrip(";"))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", LANGS)
 def test_a_solution_is_folded_whole(browser, site: Path, lang: str) -> None:
     """Under a solution's heading, nothing but the button shows until it is pressed: the
@@ -766,7 +766,7 @@ def test_a_solution_is_folded_whole(browser, site: Path, lang: str) -> None:
     assert explained, "no solution has an explanation: the check of its fold checked nothing"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", LANGS)
 def test_a_search_hit_in_a_deep_dive_turns_core_only_off(
     browser, site: Path, served_site: str, lang: str
@@ -837,7 +837,7 @@ SITE_TEXT = ".blitz-header, .blitz-sidebar, .blitz-pager, .blitz-footer, .blitz-
 DOUBLED = re.compile(r"\b(\w+)\s+\1\b|([\u3400-\u9fff]{2,})\2", re.I)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", LANGS)
 def test_the_sites_own_words_read_once(browser, site: Path, lang: str) -> None:
     """No word is doubled in what the site itself says on any page (the lesson pages' download
@@ -857,7 +857,7 @@ def test_the_sites_own_words_read_once(browser, site: Path, lang: str) -> None:
     assert not doubled, "\n".join(doubled)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", LANGS)
 def test_the_index_shows_each_run_time_as_the_header_says(browser, site: Path, lang: str) -> None:
     """The notebook's own header is the one source of its run time: the index shows the whole

@@ -39,7 +39,7 @@ def _cjk_families() -> list[str]:
     return [name for name in names if name not in latin]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_language_switch_goes_both_ways(browser, site: Path, served_site: str) -> None:
     """Every page links the same page in the other language; clicking it goes there and back."""
     names = ["index.html"] + [f"{p.stem}.html" for p in NOTEBOOKS]
@@ -61,7 +61,7 @@ def test_language_switch_goes_both_ways(browser, site: Path, served_site: str) -
         page.close()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_chinese_search_finds_a_word_inside_a_sentence(browser, served_site: str) -> None:
     path = NOTEBOOKS[0]
     zh = i18n.translate(nbformat.read(path, as_version=4), i18n.Catalog.load(path))
@@ -83,7 +83,7 @@ def test_chinese_search_finds_a_word_inside_a_sentence(browser, served_site: str
     assert "条结果" in status, f"the result count is not in Chinese: {status!r}"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_cjk_text_is_drawn_with_a_cjk_system_font(browser, served_site: str) -> None:
     """Chromium's own record of which font drew the glyphs: a CJK face named in site.css.
 

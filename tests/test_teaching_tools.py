@@ -189,7 +189,7 @@ DECK_LANGS = {"en": "", "zh": "zh/"}
 SHOTS = ROOT / "build" / "screenshots"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", DECK_LANGS)
 def test_every_deck_presents_offline(browser, site: Path, lang: str) -> None:
     """Each lesson page links its deck; each deck, opened from file://, loads nothing from
@@ -335,7 +335,7 @@ def _every_slide(page, site: Path, lang: str) -> Iterator[str]:
             yield f"{lang}/{deck.name} slide {i + 1}"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("size", PROJECTORS)
 @pytest.mark.parametrize("lang", DECK_LANGS)
 def test_every_slide_fits_a_projector(browser, site: Path, lang: str, size: str) -> None:
@@ -371,7 +371,7 @@ def test_every_slide_fits_a_projector(browser, site: Path, lang: str, size: str)
     assert views > 5 * 10 and not problems, "\n".join(problems)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("lang", DECK_LANGS)
 def test_every_deck_meets_wcag_aa(browser, site: Path, lang: str) -> None:
     """Every slide of every deck, each fragment shown, has no critical or serious violation

@@ -251,7 +251,7 @@ def test_a_missing_master_or_peer_is_one_line(rank: int, monkeypatch, capfd) -> 
     assert "Exception raised from" not in capfd.readouterr().err  # no C++ stack on the way
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("node", [1, 0])
 def test_a_node_whose_peer_never_comes_says_so_in_one_line(tmp_path: Path, node: int) -> None:
@@ -279,7 +279,7 @@ def test_a_node_whose_peer_never_comes_says_so_in_one_line(tmp_path: Path, node:
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_rank_without_torchrun_from_the_command_line(tmp_path: Path) -> None:
     """`RANK=0 python scripts/train_ddp.py ...`, as typed: one line, no traceback."""
