@@ -15,6 +15,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from tests.test_translations import differences
 from tools.authoring import i18n
 
 CODE = (
@@ -160,11 +161,11 @@ def test_build_writes_translated_comments_and_keeps_code_and_outputs(tmp_path: P
     zh = nbformat.read(i18n.translated_path(english, "zh"), as_version=4)
     assert [c.source for c in zh.cells] == [HEAD_ZH, CODE_ZH, "print(2)", WRITEFILE_ZH]
     assert zh.cells[1].outputs == en.cells[1].outputs
-    assert i18n.differences(en, zh) == []
+    assert differences(en, zh) == []
     assert i18n.check(english.parent, "zh", root) == []
 
     zh.cells[1].source = CODE_ZH.replace("torch.ones(3)", "torch.ones(4)")  # in the notebook
-    assert i18n.differences(en, zh) == [
+    assert differences(en, zh) == [
         "cell 1 (id code, code): source differs from the English notebook"
     ]
 
@@ -242,9 +243,10 @@ def test_an_english_comment_change_makes_the_translation_stale(tmp_path: Path) -
     assert "01_tiny: 1 stale (English changed since translated): code" in problems
     assert any("is not what `make translations` writes now" in p for p in problems)
     # Until it is retranslated, the cell shows the current English, never the old comments.
-    built = i18n.translate(nb, i18n.Catalog.load(english, "zh", root))
+    catalog = i18n.Catalog.load(english, "zh", root)
+    built = i18n.translate(nb, catalog)
     assert built.cells[1].source == nb.cells[1].source
-    state, sources, _ = i18n.todo(english, "zh", root)
+    state, sources = i18n.status(nb, catalog), i18n.translatable_cells(nb)  # what `todo` shows
     assert state.stale == ["code"] and "a vector of three ones" in sources["code"]
 
 

@@ -664,7 +664,8 @@ def test_the_browser_check_catches_markup_planted_in_a_translation(browser, tmp_
     planted = catalogs / catalog.relative_to(i18n.TRANSLATIONS_DIR)
     planted.parent.mkdir(parents=True)
     data = json.loads(catalog.read_text(encoding="utf-8"))
-    sources = i18n.markdown_cells(nbformat.read(english, as_version=4))
+    cells = nbformat.read(english, as_version=4).cells
+    sources = {c.id: c.source for c in cells if c.cell_type == "markdown"}
     current = [
         cell_id
         for cell_id, entry in data["cells"].items()

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from itertools import accumulate, pairwise
 from pathlib import Path
 
 import nbformat
@@ -104,9 +105,7 @@ class Entry:
 class Catalog:
     """One notebook's translations: cell id -> :class:`Entry`."""
 
-    path: Path
-    notebook: str
-    lang: str
+    path: Path  # <root>/<lang>/<stem>.json
     entries: dict[str, Entry] = field(default_factory=dict)
 
     @classmethod
@@ -128,7 +127,7 @@ class Catalog:
             raise I18nError(
                 f"{_shown(path)} is not a valid catalog ({reason}): fix it, or restore it with git"
             ) from exc
-        return cls(path, english.name, lang, entries)
+        return cls(path, entries)
 
     def save(self, order: list[str]) -> None:
         """Entries in the notebook's cell order (stable diffs), as lines like an .ipynb."""
@@ -137,13 +136,10 @@ class Catalog:
             i: {"en_sha256": self.entries[i].en_hash, "text": self.entries[i].text.splitlines(True)}
             for i in ids
         }
-        data = {"notebook": self.notebook, "language": self.lang, "cells": cells}
+        name, lang = f"{self.path.stem}.ipynb", self.path.parent.name  # catalog_path's parts
+        data = {"notebook": name, "language": lang, "cells": cells}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", "utf-8")
-
-
-def markdown_cells(nb: Notebook) -> dict[str, str]:
-    return {c.id: c.source for c in nb.cells if c.cell_type == "markdown"}
 
 
 def translatable_cells(nb: Notebook) -> dict[str, str]:
@@ -169,10 +165,7 @@ _HAS_CJK = re.compile(f"[{_CJK}]")
 # A line that starts a new Markdown block (so the break before it is not a soft break).
 _BLOCK_START = re.compile(r"\s*(?:$|[-*+]\s|\d+[.)]\s|#|\||>|```|~~~|\$\$|<)")
 MAX_SENTENCE = 80  # characters of a Chinese sentence; code, a formula, a link count as one
-# What plain Markdown renders: a translation may add these elements (no attributes).
-_MARKDOWN_TAGS = set("p a em strong code pre ul ol li blockquote hr br del table thead".split())
-_HEADINGS = {f"h{n}" for n in range(1, 7)}
-_MARKDOWN_TAGS |= set("tbody tr th td".split()) | _HEADINGS
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
 def damage(english: str, translation: str) -> list[str]:
@@ -181,9 +174,9 @@ def damage(english: str, translation: str) -> list[str]:
     follow the heading text: the site's link check has them."""
 
     def code(text: str) -> list[list[str]]:  # code blocks without their comments
-        blocks = (m[4].splitlines() for m in _FENCE.finditer(text))
         return [
-            [line[: _comment_start(line, shell=True)[0]].rstrip() for line in b] for b in blocks
+            [line[: _comment_start(line, shell=True)[0]].rstrip() for line in m[4].splitlines()]
+            for m in _FENCE.finditer(text)
         ]
 
     problems = []
@@ -211,37 +204,37 @@ def damage(english: str, translation: str) -> list[str]:
     return problems + style(translation)
 
 
-def _page_markup(markdown: str) -> list[tuple[str, ...]]:
-    """Every element ``(tag,)`` and attribute ``(tag, name, value)`` that ``markdown`` puts on
-    the page, rendered as the site renders it, values decoded as a browser decodes them."""
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune  # slow to import
+class _Markup(HTMLParser):
+    """``found``: every element ``(tag,)`` and attribute ``(tag, name, value)`` of a page."""
 
-    found: list[tuple[str, ...]] = []
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)  # values decoded as a browser decodes them
+        self.found: list[tuple[str, ...]] = []
+        self.feed(html)
+        self.close()
 
-    class Parser(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            found.append((tag,))
-            for name, value in attrs:
-                if (tag in _HEADINGS and name == "id") or name in ("alt", "title"):
-                    value = ""  # follows the translated words; inert
-                elif tag == "a" and name == "href" and (value or "").startswith("#"):
-                    value = "#"  # a link inside the page
-                found.append((tag, name, value or ""))
-
-    parser = Parser(convert_charrefs=True)
-    parser.feed(markdown2html_mistune(markdown))
-    parser.close()
-    return found
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found.append((tag,))
+        for name, value in attrs:
+            if (tag in _HEADINGS and name == "id") or name in ("alt", "title"):
+                value = ""  # follows the translated words; inert
+            elif tag == "a" and name == "href" and (value or "").startswith("#"):
+                value = "#"  # a link inside the page
+            self.found.append((tag, name, value or ""))
 
 
 def rendered_markup(english: str, translation: str) -> list[str]:
-    """What the rendered ``translation`` puts on the page that neither plain Markdown nor the
-    rendered ``english`` does: the page would show, run or load it."""
-    allowed = set(_page_markup(english)) | {(t,) for t in _MARKDOWN_TAGS}
+    """What ``translation``, rendered as the site renders it, puts on the page that neither
+    plain Markdown (its elements, a heading's id, a link inside the page) nor the rendered
+    ``english`` does: the page would show, run or load it."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune  # slow to import
+
+    plain = "p a em strong code pre ul ol li blockquote hr br del table thead tbody tr th td"
+    allowed = {(t,) for t in (*plain.split(), *_HEADINGS)} | {(h, "id", "") for h in _HEADINGS}
     allowed |= {("a", "href", "#"), ("a", "class", "anchor-link")}
-    allowed |= {(h, "id", "") for h in _HEADINGS}
+    allowed |= set(_Markup(markdown2html_mistune(english)).found)
     problems = []
-    for item in dict.fromkeys(_page_markup(translation)):
+    for item in dict.fromkeys(_Markup(markdown2html_mistune(translation)).found):
         if item not in allowed:
             tag, name, value = (*item, "", "")[:3]
             what = f'markup <{tag} {name}="{value}">' if name else f"markup <{tag}>"
@@ -270,7 +263,7 @@ def soft_breaks(text: str) -> list[str]:
     lines = _FENCE.sub("", re.sub(r"\$\$.+?\$\$", "$$", text, flags=re.S)).split("\n")
     return [
         f"{line.strip()[-8:]}⏎{after.strip()[:8]}"
-        for line, after in zip(lines, lines[1:], strict=False)
+        for line, after in pairwise(lines)
         if line.strip()
         and not line.lstrip().startswith(("#", "|"))  # a heading, a table row
         and not _BLOCK_START.match(after)
@@ -279,19 +272,14 @@ def soft_breaks(text: str) -> list[str]:
     ]
 
 
-def style(translation: str) -> list[str]:
-    """How Chinese markdown falls short of the glossary's style rules."""
+def style(text: str, breaks: bool = True) -> list[str]:
+    """How Chinese text falls short of the glossary's style rules: soft line breaks (if
+    ``breaks``: not in comments, one a line), long sentences, two colons, nested brackets."""
     problems = [
         f"line break in '{where}' shows as a space in the browser: write each Chinese "
         "paragraph or list item on one line"
-        for where in soft_breaks(translation)
+        for where in (soft_breaks(text) if breaks else [])
     ]
-    return problems + sentence_problems(translation)
-
-
-def sentence_problems(text: str) -> list[str]:
-    """Chinese sentences too long, with two colons, or with brackets inside brackets."""
-    problems = []
     for sentence in filter(_HAS_CJK.search, sentences(text)):
         start = f"'{sentence[:20]}…'"
         if len(sentence) > MAX_SENTENCE:
@@ -300,11 +288,7 @@ def sentence_problems(text: str) -> list[str]:
             )
         if sentence.count("：") > 1:
             problems.append(f"two colons in one sentence: split {start}")
-        depth = deepest = 0
-        for char in sentence:
-            depth += (char in "（(") - (char in "）)")
-            deepest = max(deepest, depth)
-        if deepest > 1:
+        if max(accumulate((c in "（(") - (c in "）)") for c in sentence), default=0) > 1:
             problems.append(f"brackets inside brackets: rephrase {start}")
     return problems
 
@@ -369,13 +353,11 @@ def comments(source: str) -> list[Comment]:
             name = Path((args.split() or [""])[-1]).suffix
         body = _MAGIC_BODY.get(name)
         lines[0] = ""  # the magic itself
-    for n, line in enumerate(lines):
-        if body == "shell" or (body and not quote and line.lstrip().startswith(("%", "!"))):
+    for n, line in enumerate(lines if body else []):
+        if body == "shell" or (not quote and line.lstrip().startswith(("%", "!"))):
             column = _comment_start(line, shell=True)[0]
-        elif body:
-            column, quote = _comment_start(line, quote)
         else:
-            column = None
+            column, quote = _comment_start(line, quote)
         if column is not None:
             found.append(Comment(n, column, line[column:]))
     return found
@@ -444,7 +426,7 @@ def code_damage(english: str, translation: str) -> list[str]:
                 f"half-width punctuation {bad[0]!r} in {comment.text!r}: Chinese text "
                 "takes full-width ，；：？！（）"
             )
-    return problems + sentence_problems(comment_prose(translation))
+    return problems + style(comment_prose(translation), breaks=False)
 
 
 # --- the glossary's settled terms -------------------------------------------------------------
@@ -543,6 +525,7 @@ class Status:
 
 
 def status(nb: Notebook, catalog: Catalog) -> Status:
+    """Each cell to translate as missing, stale or current (then checked for damage)."""
     result = Status()
     sources = translatable_cells(nb)
     code_ids = {c.id for c in nb.cells if c.cell_type == "code"}
@@ -563,13 +546,6 @@ def status(nb: Notebook, catalog: Catalog) -> Status:
     return result
 
 
-def _may_replace(cell_type: str, english: str, translation: str) -> bool:
-    """Whether ``translation`` may stand for ``english``: markdown, or the same code."""
-    return cell_type == "markdown" or (
-        cell_type == "code" and code_parts(english) == code_parts(translation)
-    )
-
-
 def translate(nb: Notebook, catalog: Catalog) -> Notebook:
     """A copy of ``nb`` with each current translation in place: a code cell's only when its
     code is the English code (a catalog never changes what runs); a missing or stale one
@@ -577,31 +553,13 @@ def translate(nb: Notebook, catalog: Catalog) -> Notebook:
     out = copy.deepcopy(nb)
     for cell in out.cells:
         entry = catalog.entries.get(cell.get("id", ""))
-        if entry and entry.en_hash == source_hash(cell.source):
-            if _may_replace(cell.cell_type, cell.source, entry.text):
-                cell.source = entry.text
+        if not entry or entry.en_hash != source_hash(cell.source):
+            continue
+        if cell.cell_type == "markdown" or (
+            cell.cell_type == "code" and code_parts(cell.source) == code_parts(entry.text)
+        ):
+            cell.source = entry.text
     return out
-
-
-def differences(english: Notebook, translated: Notebook) -> list[str]:
-    """How ``translated`` differs from ``english`` besides markdown text and code comments."""
-    found = [
-        f"notebook {key} differs"
-        for key in ("nbformat", "nbformat_minor", "metadata")
-        if english.get(key) != translated.get(key)
-    ]
-    if len(english.cells) != len(translated.cells):
-        return found + [f"{len(translated.cells)} cells instead of {len(english.cells)}"]
-    for n, (en, tr) in enumerate(zip(english.cells, translated.cells, strict=True)):
-        keys = set(en) | set(tr)
-        if en.cell_type == tr.cell_type and _may_replace(en.cell_type, en.source, tr.source):
-            keys.discard("source")
-        found += [
-            f"cell {n} (id {en.get('id')}, {en.cell_type}): {key} differs from the English notebook"
-            for key in sorted(keys)
-            if en.get(key) != tr.get(key)
-        ]
-    return found
 
 
 def html_differences(english: Notebook, translated: Notebook) -> list[str]:
@@ -631,6 +589,10 @@ def notebook_text(nb: Notebook) -> str:
 # The notebooks `build` wrote into a translation folder: it overwrites and deletes only these,
 # so a learner's own notebook there (Lab's "New notebook", a saved copy) is never lost.
 BUILT = ".i18n-built.json"
+KEPT = (
+    "kept {}: not written by `python -m tools.authoring.i18n build`, which overwrites and "
+    "deletes only its own notebooks (move one away to have it rebuilt)"
+)
 
 
 def _built(folder: Path) -> set[str]:
@@ -663,12 +625,10 @@ def write_translation(target: Path, text: str) -> bool:
     return True
 
 
-def _kept_line(kept: list[Path]) -> str:
-    return (
-        f"kept {', '.join(_shown(p) for p in kept)}: not written by "
-        "`python -m tools.authoring.i18n build`, which overwrites and deletes only its own "
-        "notebooks (move one away to have it rebuilt)"
-    )
+def _open(english: Path, lang: str, root: Path) -> tuple[Notebook, Catalog, Status]:
+    """A lesson's English notebook, its catalog and how the two stand."""
+    nb, catalog = read_notebook(english), Catalog.load(english, lang, root)
+    return nb, catalog, status(nb, catalog)
 
 
 def build(
@@ -679,11 +639,11 @@ def build(
     done, kept = [], []
     sources = lesson_notebooks(notebooks_dir)
     for english in sources:
-        nb, catalog = read_notebook(english), Catalog.load(english, lang, root)
+        nb, catalog, state = _open(english, lang, root)
         target = translated_path(english, lang)
         if not write_translation(target, notebook_text(translate(nb, catalog))):
             kept.append(target)
-        done.append((target, status(nb, catalog)))
+        done.append((target, state))
     names, folder = {p.name for p in sources}, notebooks_dir / lang
     if folder.is_dir():
         built = _built(folder)
@@ -694,7 +654,7 @@ def build(
             _record_built(folder, built & names)
         kept += [p for p in sorted(folder.glob("*.ipynb")) if p.name not in built | names]
     if kept:
-        log(_kept_line(kept))
+        log(KEPT.format(", ".join(map(_shown, kept))))
     return done
 
 
@@ -714,21 +674,18 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
     terms = load_terms(glossary) if glossary.exists() else []
     problems = []
     for english in lesson_notebooks(notebooks_dir):
-        nb, catalog, name = read_notebook(english), Catalog.load(english, lang, root), english.stem
-        state, target = status(nb, catalog), translated_path(english, lang)
-        found = []
-        if state.missing:
-            found.append(f"{len(state.missing)} untranslated: {' '.join(state.missing)}")
-        if state.stale:
-            found.append(
-                f"{len(state.stale)} stale (English changed since translated): "
-                + " ".join(state.stale)
-            )
+        (nb, catalog, state), target = _open(english, lang, root), translated_path(english, lang)
+        stale = "stale (English changed since translated)"
+        found = [
+            f"{len(ids)} {what}: {' '.join(ids)}"
+            for what, ids in (("untranslated", state.missing), (stale, state.stale))
+            if ids
+        ]
         found += [f"cell {i}: {p}" for i, lost in state.damaged.items() for p in lost]
         if state.orphans:
             found.append(
                 f"{_shown(catalog.path)} has entries for cells that no longer exist: "
-                f"{' '.join(state.orphans)} (`python -m tools.authoring.i18n prune {name}`)"
+                f"{' '.join(state.orphans)} (`python -m tools.authoring.i18n prune {english.stem}`)"
             )
         found += term_problems(lesson_prose(nb, catalog), terms)
         if not target.exists():
@@ -740,14 +697,8 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
                 f"{_shown(target)} is not what `make translations` writes now (edited by hand, "
                 "or the English notebook or catalog changed since): `make translations`"
             )
-        problems += [f"{name}: {p}" for p in found]
+        problems += [f"{english.stem}: {p}" for p in found]
     return problems
-
-
-def todo(english: Path, lang: str, root: Path) -> tuple[Status, dict[str, str], Catalog]:
-    nb = read_notebook(english)
-    catalog = Catalog.load(english, lang, root)
-    return status(nb, catalog), translatable_cells(nb), catalog
 
 
 def record(
@@ -783,18 +734,17 @@ def record(
     catalog.save([c.id for c in nb.cells])
     target = translated_path(english, lang)
     if not write_translation(target, notebook_text(translate(nb, catalog))):
-        raise I18nError(f"recorded in {_shown(catalog.path)}; " + _kept_line([target]))
+        raise I18nError(f"recorded in {_shown(catalog.path)}; " + KEPT.format(_shown(target)))
     return status(nb, catalog)
 
 
 def prune(english: Path, lang: str, root: Path) -> list[str]:
-    nb, catalog = read_notebook(english), Catalog.load(english, lang, root)
-    gone = status(nb, catalog).orphans
-    for cell_id in gone:
+    nb, catalog, state = _open(english, lang, root)
+    for cell_id in state.orphans:
         del catalog.entries[cell_id]
-    if gone:
+    if state.orphans:
         catalog.save([c.id for c in nb.cells])
-    return gone
+    return state.orphans
 
 
 def _summary(name: str, state: Status) -> str:
@@ -806,12 +756,12 @@ def _summary(name: str, state: Status) -> str:
 
 
 def _print_todo(english: Path, lang: str, root: Path, as_json: bool) -> None:
-    state, sources, catalog = todo(english, lang, root)
-    wanted = {i: s for i, s in sources.items() if i in state.missing or i in state.stale}
+    nb, catalog, state = _open(english, lang, root)
+    wanted = {c.id: c.source for c in nb.cells if c.id in state.missing + state.stale}
     if as_json:  # the file a translator fills in (replace each value) and gives to `import`
         print(json.dumps(wanted, ensure_ascii=False, indent=1))
         return
-    code_ids = {c.id for c in read_notebook(english).cells if c.cell_type == "code"}
+    code_ids = {c.id for c in nb.cells if c.cell_type == "code"}
     for cell_id, source in wanted.items():
         why = "missing" if cell_id in state.missing else "stale: the English changed"
         why += "; code: translate only its # comments" if cell_id in code_ids else ""
@@ -833,10 +783,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--lang", default=DEFAULT_LANG, help="catalog folder (default: zh)")
-    parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS_DIR, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--translations", type=Path, default=TRANSLATIONS_DIR, help=argparse.SUPPRESS
-    )
+    for flag, folder in (("--notebooks", NOTEBOOKS_DIR), ("--translations", TRANSLATIONS_DIR)):
+        parser.add_argument(flag, type=Path, default=folder, help=argparse.SUPPRESS)  # tests'
     commands = parser.add_subparsers(dest="command", required=True)
     usage = {"build": [], "check": [], "todo": ["notebook?"], "prune": ["notebook"]}
     usage |= {"set": ["notebook", "cell_id", "file"], "import": ["notebook", "file"]}
@@ -870,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
             _print_todo(english, lang, root, args.json)
         elif args.command == "todo":
             for each in lesson_notebooks(notebooks):
-                print(_summary(each.stem, todo(each, lang, root)[0]))
+                print(_summary(each.stem, _open(each, lang, root)[2]))
         elif args.command == "prune":
             gone = prune(english, lang, root)
             print(f"removed {len(gone)} entries: {' '.join(gone)}" if gone else "nothing to prune")
