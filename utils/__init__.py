@@ -21,37 +21,3 @@ from .data_parallel import ResNet18, allreduce, replicate, split_batch
 from .distributed import exit_with_launcher
 from .neural_networks import LeNet
 from .tensors import get_device, seed_everything, try_all_gpus, try_gpu
-
-__all__ = [
-    "CIFAR10Data",
-    "CIFAR10Unavailable",
-    "CheckpointError",
-    "LeNet",
-    "ResNet18",
-    "SubsetError",
-    "accuracy",
-    "allreduce",
-    "amp_dtype_for",
-    "augment",
-    "better_net",
-    "conv_block",
-    "exit_with_launcher",
-    "get_device",
-    "imshow",
-    "launch",
-    "load_checkpoint",
-    "load_cifar10",
-    "lock_folder",
-    "one_cycle",
-    "replicate",
-    "save_checkpoint",
-    "seed_everything",
-    "sgd",
-    "split_batch",
-    "subset_from_full",
-    "to_tensors",
-    "train_one_epoch",
-    "try_all_gpus",
-    "try_gpu",
-    "unwrap_model",
-]
