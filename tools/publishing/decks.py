@@ -27,13 +27,17 @@ PROSE_LINES = 20
 SLIDE_LINES = 27  # a slide's prose, code and output together; the next cell starts a slide
 PROSE_WIDTH = 85  # Latin characters per rendered line of prose, for counting wrapped lines
 REVEAL = TEMPLATES / "vendor" / "reveal.js"
-MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 _DeckExporter = any_language(SlidesExporter)
 
 
 def deck_name(stem: str) -> str:
     return f"{stem}.slides.html"
+
+
+def mathjax_url(static: str) -> str:
+    """MathJax 2 as the site copies it into ``static``; lesson pages and decks load the same."""
+    return f"{static}/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 
 
 def _chunks(lines: list[str], limit: int, cost: Callable[[str], int]) -> list[list[str]]:
@@ -147,7 +151,7 @@ def render_deck(
         "site": {
             "static": static,
             "reveal": f"{static}/reveal.js",
-            "mathjax_url": f"{static}/mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+            "mathjax_url": mathjax_url(static),
             "lesson_page": lesson_page,
             "back_label": words["back_to_lesson"],
             "keys_label": words["deck_keys"],

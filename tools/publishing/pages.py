@@ -278,7 +278,7 @@ def render_language(
             "title": words["site_title"],
             "ui": words,
             "static": static,
-            "mathjax_url": f"{static}/mathjax/MathJax.js?config={decks.MATHJAX_CONFIG}",
+            "mathjax_url": decks.mathjax_url(static),
             "archive": up + ARCHIVE,
             "languages": switch(lesson.html_name),
             "lesson": cards[i],
