@@ -20,9 +20,10 @@ Side by side, in one run, on the same machine and the same data:
 
 Prints both test accuracies, their ratio, the times and which data was used. Goal on the
 5,000/1,000 subset on a 2-core CPU: ratio >= 1.9, which takes about 8 epochs of the better
-recipe within the budget (a fixed 8 epochs gives 1.93). Not met: on a 2-core AMD EPYC
-(AVX-512), 1.74, 1.76 and 1.78 idle with two threads (about 5 epochs); under load with
-OMP_NUM_THREADS=1, medians of 5 interleaved runs 1.65 and 1.61. With a CUDA GPU it also
+recipe within the budget (a fixed 8 epochs gives 1.94). Not met yet. On a 2-core AMD EPYC
+(AVX-512), two threads, idle: 1.73-1.83 (5 epochs) while notebook 04's blocks pooled last;
+since they pool before batch norm and ReLU, a cheaper step, 1.75-1.90, median 1.86 of ten
+runs (6-7 epochs). One thread: 1.56 before, 1.67 and 1.80 after. With a CUDA GPU it also
 reports the better recipe's time-to-accuracy there. The network, optimizer, augmentation,
 mixed-precision choice and evaluation are notebook 04's own cells, saved in ``utils``
 (``utils/cifar10.py``); the settings are its row 9's. Only the loop is written here, on

@@ -174,8 +174,11 @@ def test_imshow_undoes_the_normalization() -> None:
 
 def test_better_net_with_and_without_batch_norm() -> None:
     normed, plain = utils.better_net(), utils.better_net(batch_norm=False)
-    assert isinstance(normed[0][1], nn.BatchNorm2d)  # batch norm before the pooling
+    assert isinstance(normed[0][2], nn.BatchNorm2d)  # batch norm after the pooling
     assert not any(isinstance(m, nn.BatchNorm2d) for m in plain.modules())
+    conv, pool, relu = plain[0]  # ReLU after the pooling computes what it would before it
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(plain[0](x), pool(relu(conv(x))), rtol=0, atol=0)
     # three conv biases replace three batch norms' scale and shift: 16 + 32 + 64 fewer weights
     count = [sum(p.numel() for p in m.parameters()) for m in (normed, plain)]
     assert count[0] - count[1] == 16 + 32 + 64

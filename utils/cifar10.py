@@ -82,13 +82,13 @@ def sgd(lr: float, **kw):
 def conv_block(c_in: int, c_out: int, batch_norm: bool = True) -> nn.Sequential:
     if not batch_norm:
         return nn.Sequential(
-            nn.Conv2d(c_in, c_out, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2)
+            nn.Conv2d(c_in, c_out, kernel_size=3, padding=1), nn.MaxPool2d(2), nn.ReLU()
         )
     return nn.Sequential(
         nn.Conv2d(c_in, c_out, kernel_size=3, padding=1, bias=False),
+        nn.MaxPool2d(2),
         nn.BatchNorm2d(c_out),
         nn.ReLU(),
-        nn.MaxPool2d(2),
     )
 
 
