@@ -5,8 +5,9 @@ on ``DataParallel`` in a training loop, on the functional ``data_parallel`` and 
 parallelism from scratch, and the solution of exercise 1 -- are executed in this process
 (IPython), as on a Mac:
 
-* ``torch.backends.mps.is_available()`` is True and there is no CUDA GPU, so
-  ``utils.get_device()`` returns ``mps``; ``torch.mps.device_count()`` is 1, and
+* ``torch.backends.mps.is_available()`` is True and there is no CUDA GPU, and
+  ``torch.accelerator`` names ``mps`` as available, so the set-up cell picks ``mps``;
+  ``torch.mps.device_count()`` is 1, and
   ``torch._C._scatter`` is missing, as in PyTorch's builds for the Mac (no CUDA);
 * a recording shim (a ``TorchFunctionMode``) makes the ``mps`` device usable on the CPU: a
   tensor created on or moved to ``mps`` stays on the CPU but reports ``mps:0``, and every
@@ -166,6 +167,10 @@ def on_a_mac(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     monkeypatch.setattr(torch.mps, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("mps")
+    )
     monkeypatch.delattr(torch._C, "_scatter")  # CUDA builds only
     monkeypatch.chdir(tmp_path)  # the notebook writes ddp_minimal.py, checkpoints, .runs
 
