@@ -78,6 +78,8 @@ class FakeMPS(TorchFunctionMode):
             return None
         if func is torch.Tensor.to:
             return self._to(func, args, kwargs)
+        if func is torch.Tensor.get_device and _device(args[0]) == "mps":
+            return 0  # the index of the one MPS device (-1 would say "on the CPU")
         if func is torch.Tensor.cpu:
             return self._moved(args[0], func(*args, **kwargs), "cpu")
         if "device" in kwargs:  # a factory: torch.randn(..., device=...), torch.zeros(...)
