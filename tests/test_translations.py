@@ -378,6 +378,12 @@ PAGE_ATTACKS = {
     "lone-backtick-block": "`\n\n<script>window.PWN_ZH=1</script>\n\n`",
     "reference-image": "![图][r]\n\n[r]: //203.0.113.9/x.png",
     "entity-encoded-url": "[点我][r]\n\n[r]: jav&#x61;script:alert(1)",
+    # Item 1: markup Python's html.parser reads as a comment, and a browser does not.
+    "comment-closed-at-once": "\n\n<!--> <script>window.PWN_ZH=1</script> -->",
+    "comment-closed-by-bang": "\n\n<!-- --!> <img src=x onerror=alert(1)> -->",
+    "cdata-in-html": "\n\n<![CDATA[ x > <img src=x onerror=alert(1)> ]]>",
+    "comment-of-three-dashes": "\n\n<!---> <img src=x onerror=alert(1)> -->",
+    "noscript-attribute": '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
 }
 
 
@@ -401,11 +407,25 @@ def test_a_benign_translation_passes_the_rendered_check(tmp_path: Path, cli) -> 
     # Rule: plain Markdown (emphasis, code, lists, in-page links) is what a translator may add.
     _tiny(tmp_path)
     entry = tmp_path / "cell.md"
-    extra = "\n\n- **重点**：用 `torch.ones`。\n- 见[上文](#01-·-小例子)和 *说明*。"
+    extra = "\n\n- **重点**：用 `torch.ones`。\n- 见[上文](#01-·-小例子)和 *说明*。<!-- 注释 -->"
     entry.write_text(GOOD["tail"] + extra, "utf-8")
     code, out, err = cli("set", "01", "tail", str(entry))
     assert code == 0, err
     assert i18n.rendered_markup("See [docs](https://pytorch.org).", GOOD["tail"] + extra) == []
+
+
+def test_a_translation_is_judged_as_a_browser_parses_it() -> None:
+    # Item 1: what a browser builds from the rendered cell, element by element (html5lib).
+    english = "See [docs](https://pytorch.org)."
+    for attack, named in (
+        (PAGE_ATTACKS["comment-closed-at-once"], "markup <script>"),
+        (PAGE_ATTACKS["comment-closed-by-bang"], 'markup <img onerror="alert(1)">'),
+        (PAGE_ATTACKS["cdata-in-html"], 'markup <img onerror="alert(1)">'),
+        (PAGE_ATTACKS["comment-of-three-dashes"], 'markup <img onerror="alert(1)">'),
+    ):
+        problems = i18n.rendered_markup(english, GOOD["tail"] + attack)
+        assert any(p.startswith(named) for p in problems), (attack, problems)
+    assert i18n.rendered_markup(english, GOOD["tail"] + "<!-- 一条注释 --> 文字 `<!-->`") == []
 
 
 def test_a_translation_carries_no_html_output_of_its_own(tmp_path: Path) -> None:

@@ -25,10 +25,10 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from itertools import accumulate, pairwise
 from pathlib import Path
 
+import html5lib
 import nbformat
 
 from tools.lessons import lesson_notebooks
@@ -204,23 +204,24 @@ def damage(english: str, translation: str) -> list[str]:
     return problems + style(translation)
 
 
-class _Markup(HTMLParser):
-    """``found``: every element ``(tag,)`` and attribute ``(tag, name, value)`` of a page."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__(convert_charrefs=True)  # values decoded as a browser decodes them
-        self.found: list[tuple[str, ...]] = []
-        self.feed(html)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag,))
-        for name, value in attrs:
-            if (tag in _HEADINGS and name == "id") or name in ("alt", "title"):
+def _markup(html: str) -> list[tuple[str, ...]]:
+    """Every element ``(tag,)`` and attribute ``(tag, name, value)`` a browser builds from
+    ``html``: html5lib follows the HTML standard's parser (``<!-->`` ends a comment, so does
+    ``--!>``; ``<![CDATA[`` ends at the first ``>``), with scripting on as in a browser."""
+    parser = html5lib.HTMLParser(tree=html5lib.getTreeBuilder("etree"), namespaceHTMLElements=False)
+    found: list[tuple[str, ...]] = []
+    for element in parser.parseFragment(html, scripting=True).iter():
+        if not isinstance(element.tag, str) or element.tag == "DOCUMENT_FRAGMENT":
+            continue  # a comment (its tag is a function): inert
+        found.append((element.tag,))
+        for name, value in element.attrib.items():
+            name = name if isinstance(name, str) else ":".join(filter(None, name))
+            if (element.tag in _HEADINGS and name == "id") or name in ("alt", "title"):
                 value = ""  # follows the translated words; inert
-            elif tag == "a" and name == "href" and (value or "").startswith("#"):
+            elif element.tag == "a" and name == "href" and value.startswith("#"):
                 value = "#"  # a link inside the page
-            self.found.append((tag, name, value or ""))
+            found.append((element.tag, name, value))
+    return found
 
 
 def rendered_markup(english: str, translation: str) -> list[str]:
@@ -232,9 +233,9 @@ def rendered_markup(english: str, translation: str) -> list[str]:
     plain = "p a em strong code pre ul ol li blockquote hr br del table thead tbody tr th td"
     allowed = {(t,) for t in (*plain.split(), *_HEADINGS)} | {(h, "id", "") for h in _HEADINGS}
     allowed |= {("a", "href", "#"), ("a", "class", "anchor-link")}
-    allowed |= set(_Markup(markdown2html_mistune(english)).found)
+    allowed |= set(_markup(markdown2html_mistune(english)))
     problems = []
-    for item in dict.fromkeys(_Markup(markdown2html_mistune(translation)).found):
+    for item in dict.fromkeys(_markup(markdown2html_mistune(translation))):
         if item not in allowed:
             tag, name, value = (*item, "", "")[:3]
             what = f'markup <{tag} {name}="{value}">' if name else f"markup <{tag}>"
