@@ -43,6 +43,7 @@ def test_make_clean_removes_only_what_the_build_wrote_and_says_what_it_kept(
         **built,
         "build/site/edited.html": "edited by hand after the build",
         "build/screenshots/deck-en-01-title.png": "png",
+        "build/.site.lock": "4242\n",  # make html's lock (tools/publishing/build_site.py)
         ".venv/bin/python": "x",
         ".venv/.installed": "",
         ".pytest_cache/v/cache": "x",
@@ -67,6 +68,7 @@ def test_make_clean_removes_only_what_the_build_wrote_and_says_what_it_kept(
     assert sorted(r for r in built if (root / r).exists()) == []
     assert not (root / ".venv").exists() and not (root / ".pytest_cache").exists()
     assert not (root / "build/screenshots").exists() and not (root / "tools/__pycache__").exists()
+    assert not (root / "build/.site.lock").exists()
     assert all((root / r).exists() for r in [*kept, "build/site/edited.html"])
     [line] = [x for x in proc.stdout.splitlines() if x.startswith("make clean: kept")]
     for rel in ("build/site/mine.txt", "build/site/edited.html", "notebooks/.runs (1 file"):

@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # lines.
 SITE = "build/site"
 SITE_MANIFEST = "_static/built-files.sha256"
-# What the tests (screenshots) and `make test-gpu` (executed copies) write, by name.
+# What the tests (screenshots), `make test-gpu` (executed copies) and `make html` (its lock,
+# beside the site) write, by name.
 OWNED = {
+    "build": (".site.lock",),
     "build/screenshots": ("deck-*.png", "lab-slideshow.png"),
     "build/gpu-run": ("[0-9][0-9]_*.ipynb",),
 }
