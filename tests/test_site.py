@@ -247,6 +247,12 @@ def test_the_build_lock_is_never_written_through_a_link(tmp_path: Path) -> None:
         build_site(_tiny_lessons(tmp_path), out, log=lambda _msg: None)
     assert mine.read_text() == "mine" and not out.exists()
 
+    lock_path(out).unlink()
+    out.symlink_to(mine.parent)  # the site itself a link: replacing it would go through it
+    with pytest.raises(SiteError, match="is a symbolic link"):
+        build_site(tmp_path / "notebooks", out, log=lambda _msg: None)
+    assert mine.read_text() == "mine"
+
 
 def test_a_rebuild_keeps_what_a_user_put_in_the_site(tmp_path: Path, capsys) -> None:
     """A site is rebuilt only while it holds just the files its build wrote, unchanged."""

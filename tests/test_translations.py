@@ -215,6 +215,12 @@ def test_translations_delete_only_a_gone_lessons_translation_whatever_a_record_s
     assert code == 0 and "kept" in out + err and "01_tiny.ipynb" in out + err, out + err
     assert sorted(p.name for p in elsewhere.iterdir()) == ["03_gone.ipynb"]
 
+    # A language that names a place outside notebooks/: nothing is written there.
+    for lang in ("../elsewhere", str(elsewhere)):
+        code, out, err = cli("--lang", lang, "build")
+        assert code == 0 and "kept" in out + err, out + err
+        assert sorted(p.name for p in elsewhere.iterdir()) == ["03_gone.ipynb"], lang
+
 
 def test_the_project_ships_no_record_of_built_translations() -> None:
     # Item 5: the record is gone from the checkout and from the zip.

@@ -191,6 +191,8 @@ def build_site(
     English text of a cell its catalog lacks (``i18n.py check`` fails until none is left).
     Bad input raises :class:`SiteError` or ``i18n.I18nError``, saying what to fix.
     """
+    if out_dir.is_symlink():  # replacing it would write, or delete, through the link
+        raise SiteError(f"{out_dir} is a symbolic link: give the folder it points to")
     paths = lesson_notebooks(notebooks_dir, log)
     if not paths:
         raise SiteError(f"no notebooks (NN_name.ipynb) in {notebooks_dir}: nothing to build")
