@@ -159,7 +159,7 @@ stress-ddp: $(STAMP)
 # checkpoints/ and runs/). notebooks/data/ stays: it is the CIFAR-10 download (170 MB),
 # which a classroom without internet cannot redo.
 clean:
-	@$(PYTHON) tools/clean.py
+	@$(PYTHON) -m tools.clean
 
 clean-runs:
-	@$(PYTHON) tools/clean.py --runs
+	@$(PYTHON) -m tools.clean --runs

@@ -95,6 +95,4 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]
         lab_launcher.os, "execve", lambda path, argv, env: calls.append((argv, env))
     )
     monkeypatch.setenv("JUPYTER_TOKEN", "stray")  # LAB_TOKEN is the one way to choose it
-    # writes into the environment, tested on its own (test_lab.py)
-    monkeypatch.setattr(lab_launcher, "install_defaults", lambda: None)
     return calls

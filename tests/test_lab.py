@@ -140,26 +140,36 @@ def test_a_test_kernel_starts_as_a_kernel_of_make_lab_does(lab: Lab) -> None:
 # --- the wrapper's own decisions, in-process: no Jupyter is started --------------------------
 
 
-def test_the_classroom_defaults_are_written_once_and_said(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_make_lab_writes_its_defaults_nowhere_and_lab_reads_them(
+    tmp_path: Path, handed_over: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """tools/publishing/lab.py puts Lab's defaults where Lab and RISE's app read them (the app dir's
-    settings/overrides.d), says so in one line, rewrites only a stale copy, and says in one
-    line what a learner loses when the folder cannot be written."""
-    monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path / "lab"))
-    target = tmp_path / "lab" / "settings" / "overrides.d" / launcher.DEFAULTS.name
-    said = launcher.install_defaults()
-    assert said == f"make lab: classroom defaults for JupyterLab written to {target}"
-    assert target.read_bytes() == launcher.DEFAULTS.read_bytes()
-    assert launcher.install_defaults() is None, "a current copy is left alone, silently"
-    target.write_text("{}")
-    assert launcher.install_defaults() == said and target.read_bytes() != b"{}"
-    blocked = tmp_path / "file"
-    blocked.write_text("not a folder")
-    monkeypatch.setenv("JUPYTERLAB_DIR", str(blocked))
-    said = launcher.install_defaults()
-    assert said is not None and said.startswith("make lab: could not write"), said
-    assert "news" in said and "\n" not in said
+    """Item 17: with JUPYTERLAB_DIR set to a user's global Lab, and a defaults file there
+    linked elsewhere, `make lab` writes into neither; Lab (and RISE's app, which reads the same
+    overrides) sees the classroom defaults through JUPYTER_CONFIG_PATH, after the user's own."""
+    from jupyterlab_server.settings_utils import _get_overrides
+
+    global_lab, elsewhere = tmp_path / "global-lab", tmp_path / "elsewhere.json"
+    (global_lab / "settings" / "overrides.d").mkdir(parents=True)
+    elsewhere.write_text("{}")
+    (global_lab / "settings" / "overrides.d" / "pytorch-blitz.json").symlink_to(elsewhere)
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(global_lab))
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(tmp_path / "mine"))
+    monkeypatch.setenv("LAB_PORT", str(free_port()))
+    launcher.main()
+    [(argv, env)] = handed_over
+    assert elsewhere.read_text() == "{}"
+    assert sorted(p.name for p in global_lab.rglob("*")) == [
+        "overrides.d",
+        "pytorch-blitz.json",
+        "settings",
+    ]
+    assert env["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [
+        str(launcher.CONFIG_DIR),
+        str(tmp_path / "mine"),
+    ]
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", env["JUPYTER_CONFIG_PATH"])
+    overrides, error = _get_overrides(str(global_lab / "settings"))
+    assert not error and overrides == json.loads(launcher.DEFAULTS.read_text())
 
 
 def test_without_lab_token_jupyter_makes_up_the_token(
@@ -267,9 +277,9 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
 def test_lab_starts_without_asking_about_news_or_fetching_it(lab: Lab, browser) -> None:
     """A classroom's Lab asks nothing on start: no "Would you like to get notified about
     official Jupyter news?" (JupyterLab's announcements plugin asks it on every load until it
-    is answered; tools/publishing/lab_settings/overrides.json answers it), and it calls no
-    other host
-    for news or updates. Settings the user changes still win over these defaults."""
+    is answered; tools/publishing/lab_settings/labconfig/default_setting_overrides.json
+    answers it), and it calls no other host for news or updates. Settings the user changes
+    still win over these defaults."""
     url = (
         f"http://127.0.0.1:{lab.port}/lab/api/settings/@jupyterlab/apputils-extension:notification"
     )
@@ -378,9 +388,8 @@ def test_the_arrow_key_walks_a_rise_slideshow_and_shows_every_code_cell(lab, bro
     """A teacher clicks "Render as slideshow" and presses → only: each press shows the next
     code cell or slide, in reading order, until the last; every code cell of the core path
     appears. (JupyterLab binds → in a notebook to "next heading", which moved RISE from heading
-    to heading past the code: tools/publishing/lab_settings/pytorch-blitz.json unbinds it in
-    RISE.) No
-    console error but RISE's own (RISE_UPSTREAM_ERRORS)."""
+    to heading past the code: tools/publishing/lab_settings/labconfig/default_setting_overrides.json
+    unbinds it in RISE.) No console error but RISE's own (RISE_UPSTREAM_ERRORS)."""
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     errors: list[str] = []
     page.on("console", lambda m: m.type == "error" and errors.append(m.text[:300]))

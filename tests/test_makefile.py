@@ -18,9 +18,11 @@ needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="no make on
 
 
 def _with_makefile(tmp_path: Path) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / "tools").mkdir(exist_ok=True)
-    shutil.copy(ROOT / "tools" / "clean.py", tmp_path / "tools" / "clean.py")
+    for name in ("__init__.py", "clean.py", "owned.py"):  # all `make clean` runs
+        shutil.copy(ROOT / "tools" / name, tmp_path / "tools" / name)
     return tmp_path
 
 
@@ -41,6 +43,7 @@ def test_make_clean_removes_only_what_the_build_wrote_and_says_what_it_kept(
         **built,
         "build/site/edited.html": "edited by hand after the build",
         "build/screenshots/deck-en-01-title.png": "png",
+        "build/.site.lock": "4242\n",  # make html's lock (tools/publishing/build_site.py)
         ".venv/bin/python": "x",
         ".venv/.installed": "",
         ".pytest_cache/v/cache": "x",
@@ -65,6 +68,7 @@ def test_make_clean_removes_only_what_the_build_wrote_and_says_what_it_kept(
     assert sorted(r for r in built if (root / r).exists()) == []
     assert not (root / ".venv").exists() and not (root / ".pytest_cache").exists()
     assert not (root / "build/screenshots").exists() and not (root / "tools/__pycache__").exists()
+    assert not (root / "build/.site.lock").exists()
     assert all((root / r).exists() for r in [*kept, "build/site/edited.html"])
     [line] = [x for x in proc.stdout.splitlines() if x.startswith("make clean: kept")]
     for rel in ("build/site/mine.txt", "build/site/edited.html", "notebooks/.runs (1 file"):
@@ -96,6 +100,83 @@ def test_make_clean_runs_removes_run_artefacts_but_keeps_data(tmp_path: Path) ->
     assert [r for r in left_behind if (tmp_path / r).exists()] == []
     assert all((tmp_path / r).exists() for r in kept)
     assert "notebooks/.runs (1 file)" in proc.stdout, proc.stdout
+
+
+def _outside(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A folder beside the project (tmp_path/project) with ``files``: what a link leads to."""
+    elsewhere = tmp_path / "elsewhere"
+    _write(elsewhere, files)
+    return elsewhere
+
+
+def _make(root: Path, target: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["make", target], cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def _recorded(root: Path, names: dict[str, str]) -> None:
+    """The site's record (build_site.py's manifest) listing ``names`` with their digests."""
+    lines = "".join(f"{hashlib.sha256(t.encode()).hexdigest()}  {n}\n" for n, t in names.items())
+    _write(root, {"build/site/index.html": "<p>", "build/site/_static/built-files.sha256": lines})
+
+
+@needs_make
+def test_make_clean_never_deletes_an_absolute_path_its_record_names(tmp_path: Path) -> None:
+    # Item 6: a record names "/elsewhere/notes.txt" with its right digest: it is not the site's.
+    root = _with_makefile(tmp_path / "project")
+    elsewhere = _outside(tmp_path, {"notes.txt": "mine", "up.txt": "mine too"})
+    _recorded(root, {str(elsewhere / "notes.txt"): "mine", "../../../elsewhere/up.txt": "mine too"})
+    _make(root, "clean")
+    assert (elsewhere / "notes.txt").read_text() == "mine"
+    assert (elsewhere / "up.txt").read_text() == "mine too"
+
+
+@needs_make
+def test_make_clean_never_deletes_a_recorded_file_through_a_link_in_the_site(
+    tmp_path: Path,
+) -> None:
+    # Item 7: build/site/docs -> /elsewhere; the record names docs/notes.txt with its digest.
+    root = _with_makefile(tmp_path / "project")
+    elsewhere = _outside(tmp_path, {"notes.txt": "mine"})
+    _recorded(root, {"docs/notes.txt": "mine"})
+    (root / "build/site/docs").symlink_to(elsewhere)
+    proc = _make(root, "clean")
+    assert (elsewhere / "notes.txt").read_text() == "mine"
+    assert "build/site/docs" in proc.stdout, "the link is named among what was kept"
+
+
+@needs_make
+@pytest.mark.parametrize("folder", ["build/screenshots", "build/gpu-run", "build"])
+def test_make_clean_never_empties_a_folder_its_output_folder_links_to(
+    tmp_path: Path, folder: str
+) -> None:
+    # Item 8: build/screenshots or build/gpu-run (or build itself) is a link to a folder of the
+    # user's holding names that `make clean` removes in its own folders.
+    root = _with_makefile(tmp_path / "project")
+    mine = {"deck-en-01.png": "a", "lab-slideshow.png": "b", "01_tensors.ipynb": "c"}
+    mine |= {"screenshots/deck-1.png": "d", "gpu-run/02_x.ipynb": "e"}
+    elsewhere = _outside(tmp_path, mine)
+    (root / folder).parent.mkdir(parents=True, exist_ok=True)
+    (root / folder).symlink_to(elsewhere)
+    _make(root, "clean")
+    assert {n: (elsewhere / n).read_text() for n in mine} == mine
+
+
+@needs_make
+def test_make_clean_runs_never_deletes_runs_of_a_project_linked_into_notebooks(
+    tmp_path: Path,
+) -> None:
+    # Item 9: notebooks/other -> another project whose notebooks wrote .runs.
+    root = _with_makefile(tmp_path / "project")
+    elsewhere = _outside(tmp_path, {".runs/model.pt": "weeks of training"})
+    _write(root, {"notebooks/.runs/a.pt": "ours"})
+    (root / "notebooks/other").symlink_to(elsewhere)
+    (root / "notebooks/checkpoints").symlink_to(elsewhere / ".runs")
+    proc = _make(root, "clean-runs")
+    assert (elsewhere / ".runs/model.pt").read_text() == "weeks of training"
+    assert not (root / "notebooks/.runs").exists(), "this project's runs still go"
+    assert "kept notebooks/other/.runs, notebooks/checkpoints: a link" in proc.stdout, proc.stdout
 
 
 @needs_make

@@ -27,7 +27,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from tests import browser as browser_helpers
 from tools import conventions
 from tools.authoring import i18n
-from tools.publishing.build_site import build_site, main
+from tools.publishing.build_site import build_site, building, lock_path, main
 from tools.publishing.pages import SiteError, parse_header, render_widgets_statically
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,6 +195,63 @@ def test_build_never_wipes_a_foreign_folder(tmp_path: Path) -> None:
     with pytest.raises(SiteError, match="has no _static/built-files.sha256, so this tool did not"):
         build_site(src, precious, log=lambda _msg: None)
     assert (precious / "thesis.tex").exists()
+
+
+def _tiny_lessons(tmp_path: Path) -> Path:
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
+    return src
+
+
+def test_a_second_build_of_the_same_site_waits_for_the_first(tmp_path: Path) -> None:
+    # Item 14: two `make html` at once; the second waits (one line), then builds whole.
+    src, out = _tiny_lessons(tmp_path), tmp_path / "build" / "site"
+    argv = [sys.executable, "-m", "tools.publishing.build_site", "--english-only"]
+    argv += ["--notebooks", str(src), "--out", str(out)]
+    with building(out):  # the first build, holding the folder
+        second = subprocess.Popen(
+            argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        said = ""
+        while "waiting for it" not in said and (line := second.stdout.readline()):
+            said = line  # each line as the second build prints it
+        if "waiting for it" not in said:
+            pytest.fail(f"the second build ended while the first ran: {second.stderr.read()}")
+        assert str(os.getpid()) in said, said
+        assert not out.exists(), "the second build wrote while the first held the folder"
+    rest, err = second.communicate(timeout=300)
+    assert second.returncode == 0 and err == "", err
+    assert (out / "index.html").is_file() and "Built 1 lesson" in rest
+
+
+def test_a_build_that_may_not_wait_says_so_in_one_line(tmp_path: Path, capsys) -> None:
+    src, out = _tiny_lessons(tmp_path), tmp_path / "build" / "site"
+    with building(out):
+        code = main(["--english-only", "--notebooks", str(src), "--out", str(out), "--wait", "0"])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"another build (process {os.getpid()}) is still writing" in err and not out.exists()
+    for bad in ("-1", "nan", "soon"):
+        with pytest.raises(SystemExit):
+            main(["--out", str(out), "--wait", bad])
+
+
+def test_the_build_lock_is_never_written_through_a_link(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.txt"
+    mine.write_text("mine")
+    out = tmp_path / "build" / "site"
+    out.parent.mkdir()
+    lock_path(out).symlink_to(mine)
+    with pytest.raises(SiteError, match="cannot open the build lock"):
+        build_site(_tiny_lessons(tmp_path), out, log=lambda _msg: None)
+    assert mine.read_text() == "mine" and not out.exists()
+
+    lock_path(out).unlink()
+    out.symlink_to(mine.parent)  # the site itself a link: replacing it would go through it
+    with pytest.raises(SiteError, match="is a symbolic link"):
+        build_site(tmp_path / "notebooks", out, log=lambda _msg: None)
+    assert mine.read_text() == "mine"
 
 
 def test_a_rebuild_keeps_what_a_user_put_in_the_site(tmp_path: Path, capsys) -> None:

@@ -176,6 +176,39 @@ def test_the_zip_ships_only_the_projects_files_never_a_links_outside_target(
     assert set(zipfile.ZipFile(again).namelist()) == set(zipfile.ZipFile(target).namelist())
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git on this machine")
+def test_the_zip_never_reads_through_a_linked_folder(tmp_path: Path, capsys) -> None:
+    # Item 4: translations/ replaced by a link to a folder outside the project, where a
+    # personal note sits under a name the project tracks.
+    root = _checkout_with_strays(tmp_path)
+    (root / "translations" / "zh").mkdir(parents=True)
+    (root / "translations" / "zh" / "01_tensors.json").write_text("{}")
+    _git(root, "add", "-A")
+    mine = tmp_path / "home" / "translations"
+    (mine / "zh").mkdir(parents=True)
+    (mine / "zh" / "01_tensors.json").write_text("PERSONAL NOTE")
+    shutil.rmtree(root / "translations")
+    (root / "translations").symlink_to(mine)
+    target = tmp_path / "out" / archive.NAME
+    archive.write_archive(target, root)
+    _shipped_nothing_through(target, capsys.readouterr().err)
+
+    # The same in an unpacked zip, whose list names the file.
+    zipfile.ZipFile(target).extractall(tmp_path / "unpacked")
+    copy = tmp_path / "unpacked" / archive.FOLDER
+    (copy / archive.MANIFEST).write_text("README.md\ntranslations/zh/01_tensors.json\n")
+    (copy / "translations").symlink_to(mine)
+    archive.write_archive(target, copy)
+    _shipped_nothing_through(target, capsys.readouterr().err)
+
+
+def _shipped_nothing_through(target: Path, said: str) -> None:
+    with zipfile.ZipFile(target) as made:
+        assert not [n for n in made.namelist() if b"PERSONAL NOTE" in made.read(n)]
+        assert not [n for n in made.namelist() if "translations" in n]
+    assert "left out translations/zh/01_tensors.json: it is reached through a link" in said
+
+
 def test_a_folder_that_is_no_project_is_refused_in_one_line(tmp_path: Path) -> None:
     # Rule: nothing injected: without git or the zip's own list, no file is known as the project's.
     (tmp_path / "README.md").write_text("# mine")

@@ -12,6 +12,7 @@ norecursedirs; checked in tests/test_notebooks_guard.py).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -153,6 +154,7 @@ def test_translations_keep_a_notebook_they_did_not_write(tmp_path: Path, cli) ->
     english = _tiny(tmp_path)
     old = english.with_name("02_old.ipynb")
     nbformat.write(new_notebook(cells=[new_markdown_cell("# 02 · Old", id="old")]), old)
+    i18n.record(old, {"old": "# 02 · 旧课"}, "zh", tmp_path / "translations", False)
     assert cli("build")[0] == 0
     zh = english.parent / "zh"
     mine = {"Untitled.ipynb": '{"cells": []}\n', "my_copy.ipynb": '{"mine": true}\n'}
@@ -161,7 +163,7 @@ def test_translations_keep_a_notebook_they_did_not_write(tmp_path: Path, cli) ->
     old.unlink()
     code, out, err = cli("build")
     assert code == 0, err
-    assert not (zh / "02_old.ipynb").exists(), "a notebook it wrote, whose source is gone, stays"
+    assert not (zh / "02_old.ipynb").exists(), "a lesson's translation, its English gone, stays"
     for name, text in mine.items():
         assert (zh / name).read_text(encoding="utf-8") == text, f"{name} was lost"
     kept = [line for line in (out + err).splitlines() if line.startswith("kept ")]
@@ -177,6 +179,55 @@ def test_translations_keep_a_notebook_they_did_not_write(tmp_path: Path, cli) ->
     assert (other / "notes.ipynb").read_text(encoding="utf-8") == "more of my work"
     kept = [line for line in (out + err).splitlines() if line.startswith("kept ")]
     assert len(kept) == 1 and "01_tiny.ipynb" in kept[0] and "notes.ipynb" in kept[0], out + err
+
+
+def test_translations_delete_only_a_gone_lessons_translation_whatever_a_record_says(
+    tmp_path: Path, cli
+) -> None:
+    # Item 5: the old record (notebooks/zh/.i18n-built.json) named what `build` deleted, and
+    # anyone could add names to it. A translation is the tool's by its lesson and catalog,
+    # never a link, never through one.
+    english = _tiny(tmp_path)
+    assert cli("build")[0] == 0
+    zh, elsewhere = english.parent / "zh", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "03_gone.ipynb").write_text("mine, behind a link", encoding="utf-8")
+    mine = {"my_copy.ipynb": "{}", "rise.css": "/* slides */", "01_tiny-Copy1.ipynb": "{}"}
+    for name, text in mine.items():
+        (zh / name).write_text(text, encoding="utf-8")
+    (zh / "data").symlink_to(elsewhere)
+    (zh / "03_gone.ipynb").symlink_to(elsewhere / "03_gone.ipynb")
+    catalogs = tmp_path / "translations" / "zh"
+    catalogs.mkdir(parents=True, exist_ok=True)
+    (catalogs / "03_gone.json").write_text('{"cells": {}}', encoding="utf-8")
+    record = {"notebooks": [*mine, "data", "03_gone.ipynb", "01_tiny.ipynb"]}
+    (zh / ".i18n-built.json").write_text(json.dumps(record), encoding="utf-8")
+    code, out, err = cli("build")
+    assert code == 0, err
+    assert {n: (zh / n).read_text(encoding="utf-8") for n in mine} == mine
+    assert (zh / "data").is_symlink() and (zh / "03_gone.ipynb").is_symlink()
+    assert (elsewhere / "03_gone.ipynb").read_text(encoding="utf-8") == "mine, behind a link"
+
+    # The Chinese folder linked elsewhere: nothing is written or deleted through it.
+    shutil.rmtree(zh)
+    zh.symlink_to(elsewhere)
+    code, out, err = cli("build")
+    assert code == 0 and "kept" in out + err and "01_tiny.ipynb" in out + err, out + err
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["03_gone.ipynb"]
+
+    # A language that names a place outside notebooks/: nothing is written there.
+    for lang in ("../elsewhere", str(elsewhere)):
+        code, out, err = cli("--lang", lang, "build")
+        assert code == 0 and "kept" in out + err, out + err
+        assert sorted(p.name for p in elsewhere.iterdir()) == ["03_gone.ipynb"], lang
+
+
+def test_the_project_ships_no_record_of_built_translations() -> None:
+    # Item 5: the record is gone from the checkout and from the zip.
+    from tools.publishing import archive
+
+    assert not (ROOT / "notebooks" / "zh" / ".i18n-built.json").exists()
+    assert not [n for n in archive.members() if n.endswith(".i18n-built.json")]
 
 
 def test_missing_and_stale_cells_are_named(tmp_path: Path) -> None:
@@ -378,6 +429,12 @@ PAGE_ATTACKS = {
     "lone-backtick-block": "`\n\n<script>window.PWN_ZH=1</script>\n\n`",
     "reference-image": "![图][r]\n\n[r]: //203.0.113.9/x.png",
     "entity-encoded-url": "[点我][r]\n\n[r]: jav&#x61;script:alert(1)",
+    # Item 1: markup Python's html.parser reads as a comment, and a browser does not.
+    "comment-closed-at-once": "\n\n<!--> <script>window.PWN_ZH=1</script> -->",
+    "comment-closed-by-bang": "\n\n<!-- --!> <img src=x onerror=alert(1)> -->",
+    "cdata-in-html": "\n\n<![CDATA[ x > <img src=x onerror=alert(1)> ]]>",
+    "comment-of-three-dashes": "\n\n<!---> <img src=x onerror=alert(1)> -->",
+    "noscript-attribute": '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
 }
 
 
@@ -401,11 +458,25 @@ def test_a_benign_translation_passes_the_rendered_check(tmp_path: Path, cli) -> 
     # Rule: plain Markdown (emphasis, code, lists, in-page links) is what a translator may add.
     _tiny(tmp_path)
     entry = tmp_path / "cell.md"
-    extra = "\n\n- **重点**：用 `torch.ones`。\n- 见[上文](#01-·-小例子)和 *说明*。"
+    extra = "\n\n- **重点**：用 `torch.ones`。\n- 见[上文](#01-·-小例子)和 *说明*。<!-- 注释 -->"
     entry.write_text(GOOD["tail"] + extra, "utf-8")
     code, out, err = cli("set", "01", "tail", str(entry))
     assert code == 0, err
     assert i18n.rendered_markup("See [docs](https://pytorch.org).", GOOD["tail"] + extra) == []
+
+
+def test_a_translation_is_judged_as_a_browser_parses_it() -> None:
+    # Item 1: what a browser builds from the rendered cell, element by element (html5lib).
+    english = "See [docs](https://pytorch.org)."
+    for attack, named in (
+        (PAGE_ATTACKS["comment-closed-at-once"], "markup <script>"),
+        (PAGE_ATTACKS["comment-closed-by-bang"], 'markup <img onerror="alert(1)">'),
+        (PAGE_ATTACKS["cdata-in-html"], 'markup <img onerror="alert(1)">'),
+        (PAGE_ATTACKS["comment-of-three-dashes"], 'markup <img onerror="alert(1)">'),
+    ):
+        problems = i18n.rendered_markup(english, GOOD["tail"] + attack)
+        assert any(p.startswith(named) for p in problems), (attack, problems)
+    assert i18n.rendered_markup(english, GOOD["tail"] + "<!-- 一条注释 --> 文字 `<!-->`") == []
 
 
 def test_a_translation_carries_no_html_output_of_its_own(tmp_path: Path) -> None:

@@ -7,27 +7,31 @@ Anything else (a file of yours in ``build/site``, a site file you edited, the no
 runs and checkpoints) stays, named in one line. ``make clean-runs`` removes the runs and
 checkpoints that the notebooks write, and says how many files went.
 
-Standard library only: it runs with the system's Python, while it removes ``.venv``.
+Standard library only: it runs with the system's Python, while it removes ``.venv``. Every
+path goes through tools/owned.py: nothing outside the project, nothing through a link.
 
-    python3 tools/clean.py          # make clean
-    python3 tools/clean.py --runs   # make clean-runs
+    python3 -m tools.clean          # make clean
+    python3 -m tools.clean --runs   # make clean-runs
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sys
 from pathlib import Path
+
+from tools.owned import entries, is_regular, prune, remove, within
 
 ROOT = Path(__file__).resolve().parents[1]
 # tools/publishing/build_site.py's record of the site it wrote: "<sha256>  <path in the site>"
 # lines.
 SITE = "build/site"
 SITE_MANIFEST = "_static/built-files.sha256"
-# What the tests (screenshots) and `make test-gpu` (executed copies) write, by name.
+# What the tests (screenshots), `make test-gpu` (executed copies) and `make html` (its lock,
+# beside the site) write, by name.
 OWNED = {
+    "build": (".site.lock",),
     "build/screenshots": ("deck-*.png", "lab-slideshow.png"),
     "build/gpu-run": ("[0-9][0-9]_*.ipynb",),
 }
@@ -51,106 +55,97 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _remove(path: Path) -> int:
-    """Remove a file, a link (never what it points to) or a folder; files removed."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-        return 1
-    if path.is_dir():
-        count = sum(1 for p in path.rglob("*") if not p.is_dir() or p.is_symlink())
-        shutil.rmtree(path)
-        return count
-    return 0
-
-
-def _prune(folder: Path, stop: Path) -> None:
-    """Remove the empty folders from ``folder`` up to ``stop`` (included), never a full one."""
-    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True):
-        if not sub.is_symlink() and not any(sub.iterdir()):
-            sub.rmdir()
-    while folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
-        folder.rmdir()
-        if folder == stop:
-            break
-        folder = folder.parent
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
 
 
 def _site(root: Path) -> tuple[int, list[str]]:
-    """(files removed, paths kept) in the site: only what its manifest lists, unchanged."""
-    site = root / SITE
-    manifest = site / SITE_MANIFEST
-    if not site.is_dir() or site.is_symlink():
-        return 0, [SITE] if site.is_symlink() else []
-    removed = 0
-    if manifest.is_file() and not manifest.is_symlink():
+    """(files removed, paths kept) in the site: only what its manifest lists, unchanged, in
+    the site itself (a recorded name that is absolute, climbs out or crosses a link: kept)."""
+    site = within(root, SITE)
+    if site is None:
+        return 0, [f"{SITE} (a link)"]
+    if not site.is_dir():
+        return 0, []
+    removed, manifest = 0, within(site, SITE_MANIFEST)
+    if manifest is not None and is_regular(manifest):
         for line in manifest.read_text(encoding="utf-8", errors="replace").splitlines():
             digest, _, name = line.partition("  ")
-            path = site / name
-            if ".." in Path(name).parts or not path.is_file() or path.is_symlink():
-                continue  # a damaged record names nothing outside the site
-            if _sha256(path) == digest:
-                path.unlink()
-                removed += 1
-        manifest.unlink()
-        removed += 1
-    _prune(site, root / "build")
-    kept = sorted(p.relative_to(root).as_posix() for p in site.rglob("*") if not p.is_dir())
-    return removed, kept
+            path = within(site, name)
+            if path is not None and is_regular(path) and _sha256(path) == digest:
+                removed += remove(path)
+        removed += remove(manifest)
+    prune(site, root / "build")
+    return removed, [_rel(p, root) for p in entries(site)] if site.is_dir() else []
 
 
 def clean(root: Path = ROOT) -> tuple[int, list[str]]:
     """Remove what the tools wrote under ``root``; (files removed, paths kept, for the line)."""
     removed, kept = _site(root)
-    for folder, patterns in OWNED.items():
-        for pattern in patterns:
-            for path in (root / folder).glob(pattern):
-                removed += _remove(path) if path.is_file() and not path.is_symlink() else 0
-        if (root / folder).is_dir():
-            _prune(root / folder, root / "build")
-    build = root / "build"
-    if build.is_dir() and not build.is_symlink():
-        kept += sorted(
-            p.relative_to(root).as_posix()
-            for p in build.rglob("*")
-            if not p.is_dir() and not p.is_relative_to(root / SITE)
-        )
-    for name in CACHES:
-        removed += _remove(root / name)
-    removed += sum(_remove(p) for p in root.glob("*.egg-info") if p.is_dir())
+    for name, patterns in OWNED.items():
+        folder = within(root, name)
+        if folder is None or not folder.is_dir():
+            continue  # a linked folder is listed with build's files below
+        for path in sorted(p for pattern in patterns for p in folder.glob(pattern)):
+            own = within(folder, path.name)
+            removed += remove(own) if own is not None and is_regular(own) else 0
+        prune(folder, root / "build")
+    build = within(root, "build")
+    if build is None:
+        kept.append("build (a link)")
+    elif build.is_dir():
+        kept += [_rel(p, root) for p in entries(build) if not p.is_relative_to(root / SITE)]
+    for name in (*CACHES, *(p.name for p in root.glob("*.egg-info") if p.is_dir())):
+        removed += remove(within(root, name))
     for folder, dirs, _ in os.walk(root):  # os.walk enters no linked folder
         if Path(folder) == root:
             dirs[:] = [d for d in dirs if d not in (".git", VENV)]
         if "__pycache__" in dirs:
             dirs.remove("__pycache__")
-            removed += _remove(Path(folder) / "__pycache__")
+            removed += remove(within(root, _rel(Path(folder, "__pycache__"), root)))
     first = []  # said before the build's files: what a user most likely wants back
-    for path in [p for pattern in RUNS for p in sorted(root.glob(pattern))]:
-        files = sum(1 for p in path.rglob("*") if not p.is_dir()) if path.is_dir() else 1
-        rel = path.relative_to(root).as_posix()
+    for rel, path in _runs(root):
+        if path is None:
+            first.append(f"{rel} (a link or reached through one: not this project's)")
+            continue
+        files = sum(1 for _ in entries(path)) if path.is_dir() else 1
         first.append(f"{rel} ({_files(files)} of your runs: `make clean-runs` removes them)")
-    if (root / STAMP).is_file():
-        removed += _remove(root / VENV)
-    elif (root / VENV).exists():
+    stamp = within(root, STAMP)
+    if stamp is not None and is_regular(stamp):
+        removed += remove(within(root, VENV))
+    elif (root / VENV).exists() or (root / VENV).is_symlink():
         first.append(f"{VENV} (not installed by make)")
     return removed, first + kept
 
 
-def clean_runs(root: Path = ROOT) -> list[str]:
-    """Remove the notebooks' runs and checkpoints; one "path (N files)" per folder removed."""
-    done = []
-    for pattern in RUNS:
-        for path in sorted(root.glob(pattern)):
-            done.append(f"{path.relative_to(root).as_posix()} ({_files(_remove(path))})")
-    return done
+def _runs(root: Path) -> list[tuple[str, Path | None]]:
+    """The notebooks' runs: (path, the path or None when it is reached through a link)."""
+    found = [p for pattern in RUNS for p in sorted(root.glob(pattern))]
+    return [(_rel(p, root), within(root, _rel(p, root))) for p in found]
+
+
+def clean_runs(root: Path = ROOT) -> tuple[list[str], list[str]]:
+    """Remove the notebooks' runs and checkpoints: ("path (N files)" per folder removed,
+    the paths kept because they are reached through a link)."""
+    done, kept = [], []
+    for rel, path in _runs(root):
+        if path is None:
+            kept.append(rel)
+        else:
+            done.append(f"{rel} ({_files(remove(path))})")
+    return done, kept
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--runs"]:
-        done = clean_runs()
+        done, kept = clean_runs()
         print(f"make clean-runs: removed {', '.join(done)}" if done else "make clean-runs: no runs")
+        if kept:
+            why = "a link or reached through one (not this project's)"
+            print(f"make clean-runs: kept {', '.join(kept)}: {why}")
         return 0
     if argv:
-        print("usage: python3 tools/clean.py [--runs]", file=sys.stderr)
+        print("usage: python3 -m tools.clean [--runs]", file=sys.stderr)
         return 2
     removed, kept = clean()
     print(f"make clean: removed {_files(removed)} that the build and the tools wrote")

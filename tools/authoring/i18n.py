@@ -25,13 +25,14 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from itertools import accumulate, pairwise
 from pathlib import Path
 
+import html5lib
 import nbformat
 
 from tools.lessons import lesson_notebooks
+from tools.owned import is_regular, remove, within
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -204,23 +205,24 @@ def damage(english: str, translation: str) -> list[str]:
     return problems + style(translation)
 
 
-class _Markup(HTMLParser):
-    """``found``: every element ``(tag,)`` and attribute ``(tag, name, value)`` of a page."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__(convert_charrefs=True)  # values decoded as a browser decodes them
-        self.found: list[tuple[str, ...]] = []
-        self.feed(html)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag,))
-        for name, value in attrs:
-            if (tag in _HEADINGS and name == "id") or name in ("alt", "title"):
+def _markup(html: str) -> list[tuple[str, ...]]:
+    """Every element ``(tag,)`` and attribute ``(tag, name, value)`` a browser builds from
+    ``html``: html5lib follows the HTML standard's parser (``<!-->`` ends a comment, so does
+    ``--!>``; ``<![CDATA[`` ends at the first ``>``), with scripting on as in a browser."""
+    parser = html5lib.HTMLParser(tree=html5lib.getTreeBuilder("etree"), namespaceHTMLElements=False)
+    found: list[tuple[str, ...]] = []
+    for element in parser.parseFragment(html, scripting=True).iter():
+        if not isinstance(element.tag, str) or element.tag == "DOCUMENT_FRAGMENT":
+            continue  # a comment (its tag is a function): inert
+        found.append((element.tag,))
+        for name, value in element.attrib.items():
+            name = name if isinstance(name, str) else ":".join(filter(None, name))
+            if (element.tag in _HEADINGS and name == "id") or name in ("alt", "title"):
                 value = ""  # follows the translated words; inert
-            elif tag == "a" and name == "href" and (value or "").startswith("#"):
+            elif element.tag == "a" and name == "href" and value.startswith("#"):
                 value = "#"  # a link inside the page
-            self.found.append((tag, name, value or ""))
+            found.append((element.tag, name, value))
+    return found
 
 
 def rendered_markup(english: str, translation: str) -> list[str]:
@@ -232,9 +234,9 @@ def rendered_markup(english: str, translation: str) -> list[str]:
     plain = "p a em strong code pre ul ol li blockquote hr br del table thead tbody tr th td"
     allowed = {(t,) for t in (*plain.split(), *_HEADINGS)} | {(h, "id", "") for h in _HEADINGS}
     allowed |= {("a", "href", "#"), ("a", "class", "anchor-link")}
-    allowed |= set(_Markup(markdown2html_mistune(english)).found)
+    allowed |= set(_markup(markdown2html_mistune(english)))
     problems = []
-    for item in dict.fromkeys(_Markup(markdown2html_mistune(translation)).found):
+    for item in dict.fromkeys(_markup(markdown2html_mistune(translation))):
         if item not in allowed:
             tag, name, value = (*item, "", "")[:3]
             what = f'markup <{tag} {name}="{value}">' if name else f"markup <{tag}>"
@@ -586,42 +588,33 @@ def notebook_text(nb: Notebook) -> str:
 
 # --- commands ------------------------------------------------------------------------------
 
-# The notebooks `build` wrote into a translation folder: it overwrites and deletes only these,
-# so a learner's own notebook there (Lab's "New notebook", a saved copy) is never lost.
-BUILT = ".i18n-built.json"
+# `build` writes notebooks/<lang>/<lesson>.ipynb for each lesson, and overwrites or deletes only
+# those names there: a lesson's, or one whose English lesson is gone while its catalog
+# (translations/<lang>/<stem>.json) is still there. Never a link, nothing reached through one,
+# never outside notebooks/ (tools/owned.py). It keeps no list of what it wrote: a list anyone
+# can edit would decide what it deletes.
 KEPT = (
-    "kept {}: not written by `python -m tools.authoring.i18n build`, which overwrites and "
-    "deletes only its own notebooks (move one away to have it rebuilt)"
+    "kept {}: not a translation of a lesson here (`python -m tools.authoring.i18n build` "
+    "overwrites and deletes only those, never through a link)"
 )
 
 
-def _built(folder: Path) -> set[str]:
-    try:
-        names = json.loads((folder / BUILT).read_text(encoding="utf-8"))["notebooks"]
-        return {n for n in names if isinstance(n, str) and n == Path(n).name}
-    except (OSError, ValueError, KeyError, TypeError):
-        return set()  # no record (yet): nothing there is known to be this tool's
+def _own(english: Path, lang: str) -> Path | None:
+    """Where ``build`` writes ``english``'s translation, if it may: a regular file or nothing
+    yet at notebooks/<lang>/<name>, reached through no link."""
+    path = within(english.parent, f"{lang}/{english.name}")
+    return path if path is not None and (is_regular(path) or not path.exists()) else None
 
 
-def _record_built(folder: Path, names: set[str]) -> None:
-    data = {"written_by": "tools/authoring/i18n.py build", "notebooks": sorted(names)}
-    text, record = json.dumps(data, indent=1) + "\n", folder / BUILT
-    if not record.is_file() or record.read_text(encoding="utf-8") != text:
-        record.write_text(text, encoding="utf-8")
-
-
-def write_translation(target: Path, text: str) -> bool:
-    """Write ``text`` to ``target`` unless that overwrites a file this tool did not write
-    (one that already holds ``text`` counts as its own); whether ``target`` holds it now."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    built = _built(target.parent)
-    if target.is_symlink() or (target.exists() and not target.is_file()):
+def write_translation(english: Path, lang: str, text: str) -> bool:
+    """Write ``text`` as ``english``'s translation unless :func:`_own` refuses the place;
+    whether the translation holds ``text`` now."""
+    target = _own(english, lang)
+    if target is None:
         return False
     if not target.exists() or target.read_text(encoding="utf-8", errors="replace") != text:
-        if target.exists() and target.name not in built:
-            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-    _record_built(target.parent, built | {target.name})
     return True
 
 
@@ -634,25 +627,29 @@ def _open(english: Path, lang: str, root: Path) -> tuple[Notebook, Catalog, Stat
 def build(
     notebooks_dir: Path, lang: str, root: Path, log: Callable[[str], object] = print
 ) -> list[tuple[Path, Status]]:
-    """Write every translated notebook and remove those it wrote whose English notebook is
-    gone; ``log`` names in one line the notebooks there it did not write (left alone)."""
+    """Write every lesson's translated notebook and remove a translation whose English lesson
+    is gone while its catalog is not; ``log`` names in one line the other notebooks there and
+    any place it may not write (a link, a path outside ``notebooks_dir``): left alone."""
     done, kept = [], []
     sources = lesson_notebooks(notebooks_dir)
     for english in sources:
         nb, catalog, state = _open(english, lang, root)
         target = translated_path(english, lang)
-        if not write_translation(target, notebook_text(translate(nb, catalog))):
+        if not write_translation(english, lang, notebook_text(translate(nb, catalog))):
             kept.append(target)
         done.append((target, state))
-    names, folder = {p.name for p in sources}, notebooks_dir / lang
-    if folder.is_dir():
-        built = _built(folder)
-        for name in sorted(built - names):  # written from a notebook that no longer exists
-            if (folder / name).is_file() or (folder / name).is_symlink():
-                (folder / name).unlink()
-        if built - names:
-            _record_built(folder, built & names)
-        kept += [p for p in sorted(folder.glob("*.ipynb")) if p.name not in built | names]
+    names, folder = {p.name for p in sources}, within(notebooks_dir, lang)
+    if folder is not None and folder.is_dir():
+        for path in sorted(folder.glob("*.ipynb")):
+            gone = notebooks_dir / path.name  # the English lesson it was written from
+            if path.name in names:
+                continue
+            if (root / lang / f"{gone.stem}.json").is_file() and _own(gone, lang) is not None:
+                remove(_own(gone, lang))  # a translation whose lesson went: the tool's
+            else:
+                kept.append(path)
+    elif (notebooks_dir / lang).is_dir():  # a link, or a path outside notebooks/
+        kept += [p for p in sorted((notebooks_dir / lang).glob("*.ipynb")) if p not in kept]
     if kept:
         log(KEPT.format(", ".join(map(_shown, kept))))
     return done
@@ -733,7 +730,7 @@ def record(
         catalog.entries[cell_id] = Entry(text.rstrip("\n"), source_hash(sources[cell_id]))
     catalog.save([c.id for c in nb.cells])
     target = translated_path(english, lang)
-    if not write_translation(target, notebook_text(translate(nb, catalog))):
+    if not write_translation(english, lang, notebook_text(translate(nb, catalog))):
         raise I18nError(f"recorded in {_shown(catalog.path)}; " + KEPT.format(_shown(target)))
     return status(nb, catalog)
 

@@ -1,7 +1,8 @@
 """The whole collection as one zip (``make html`` puts it on the site): a notebook does not
 run without ``utils``, and 05 launches ``scripts/``. It holds the files git tracks, as they are
 in the working tree, plus GENERATED: a complete project with the clone's commands. No data,
-no build output, nothing git does not track (``.env``), no link out of the project, no name
+no build output, nothing git does not track (``.env``), no link out of the project, nothing
+in a linked folder (tools/owned.py: a folder linked from elsewhere is not the project's), no name
 that would unpack elsewhere; each file left out is named in one line. MANIFEST lists the
 files, so an unpacked copy (no git) makes the same zip again.
 
@@ -16,17 +17,17 @@ import sys
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from tools.owned import within
+
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = "pytorch-blitz"  # what the zip unpacks into
 NAME = f"{FOLDER}.zip"
 # Never shipped, whether tracked or not: git's own folder, environments, data and outputs.
 SKIP_PARTS = {".git", ".venv", "build", "data", "checkpoints", "__pycache__"}
 SKIP_SUFFIXES = {".npz", ".pt", ".pyc", ".tar.gz", ".zip"}
-# Hidden files shipped: i18n.py's record of the notebooks it wrote in notebooks/zh (without
-# it, `make translations` in the unpacked zip keeps them as foreign).
-HIDDEN_KEPT = {".gitignore", ".i18n-built.json"}
-# Written by the tools (i18n.py, run_notebooks.py --record-times): shipped before a commit.
-GENERATED = ("notebooks/zh/.i18n-built.json", "notebooks/run_times.json")
+HIDDEN_KEPT = {".gitignore"}  # the one hidden file shipped (.env and the like are not)
+# Written by the tools (run_notebooks.py --record-times): shipped before a commit.
+GENERATED = ("notebooks/run_times.json",)
 # In the zip: the list of its files, one a line (what an unpacked copy ships again).
 MANIFEST = ".archive-files"
 
@@ -73,6 +74,10 @@ def members(root: Path = ROOT) -> list[str]:
             continue
         if "\\" in name or ".." in parts or name.startswith("/"):
             log(f"{NAME}: left out {name!r}: that name would unpack outside its place")
+            continue
+        parent = within(root, PurePosixPath(name).parent.as_posix()) if len(parts) > 1 else root
+        if parent is None:  # a linked folder: what it holds is not the project's
+            log(f"{NAME}: left out {name}: it is reached through a link to a folder")
             continue
         path = root / name
         if path.is_symlink():  # its content is shipped only if it is one of the listed files

@@ -16,8 +16,14 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; two builds at once there are the user's to avoid
+    fcntl = None
 
 import nbformat
 
@@ -32,6 +38,51 @@ ROOT = Path(__file__).resolve().parents[2]
 # Every file a build wrote, with its sha256 (sha256sum's format): a rebuild replaces the
 # folder only if it holds exactly these files, unchanged, so nothing a user put there is lost.
 MANIFEST = f"{STATIC}/built-files.sha256"
+# How long a second build of the same folder waits for the first (`make html EXECUTE=1` runs
+# every notebook first: minutes) before it gives up in one line.
+LOCK_WAIT_S = 900.0
+
+
+def lock_path(out_dir: Path) -> Path:
+    """The lock beside ``out_dir`` (build/.site.lock): inside it, a rebuild would delete it."""
+    return out_dir.parent / f".{out_dir.name}.lock"
+
+
+@contextmanager
+def building(out_dir: Path, wait_s: float = LOCK_WAIT_S, log: Callable = print) -> Iterator[None]:
+    """Hold ``out_dir``'s build lock (fcntl.flock, freed by the system when a build dies):
+    a second build of the same folder waits, saying so in one line, at most ``wait_s``."""
+    if fcntl is None:
+        yield
+        return
+    lock = lock_path(out_dir)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:  # never through a link: the lock is rewritten with this process's id
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as err:
+        raise SiteError(f"cannot open the build lock {lock}: {err.strerror}") from None
+    try:
+        deadline, said = time.monotonic() + wait_s, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                if time.monotonic() >= deadline:
+                    raise SiteError(
+                        f"another build (process {other}) is still writing {out_dir}: run this "
+                        "again when it has finished, or give another --out"
+                    ) from None
+                if not said:
+                    log(f"  another build (process {other}) is writing {out_dir}: waiting for it")
+                    said = True
+                time.sleep(0.2)  # flock has no timeout of its own
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # frees the lock
 
 
 def find_mathjax() -> Path:
@@ -129,15 +180,19 @@ def build_site(
     execute: bool = False,
     log: Callable[[str], object] = print,
     translations: Path | None = None,
+    wait_s: float = LOCK_WAIT_S,
 ) -> list[Lesson]:
     """Render every lesson in ``notebooks_dir`` into a site in ``out_dir``, in English, and with
     ``translations`` (the catalogs' folder) in every language too; the English lessons.
 
-    ``out_dir`` is replaced only if :func:`check_rebuildable`; a failed build leaves nothing
-    there. ``execute`` re-runs each notebook in memory first. A translated page shows the
+    ``out_dir`` is replaced only if :func:`check_rebuildable`, by one build at a time
+    (:func:`building`, waiting at most ``wait_s``); a failed build leaves nothing there.
+    ``execute`` re-runs each notebook in memory first. A translated page shows the
     English text of a cell its catalog lacks (``i18n.py check`` fails until none is left).
     Bad input raises :class:`SiteError` or ``i18n.I18nError``, saying what to fix.
     """
+    if out_dir.is_symlink():  # replacing it would write, or delete, through the link
+        raise SiteError(f"{out_dir} is a symbolic link: give the folder it points to")
     paths = lesson_notebooks(notebooks_dir, log)
     if not paths:
         raise SiteError(f"no notebooks (NN_name.ipynb) in {notebooks_dir}: nothing to build")
@@ -157,37 +212,47 @@ def build_site(
     # Measured on the English cells (Chinese has no spaces to count words by): same sections.
     dives = [lesson_size.deep_dives(nb) for nb in notebooks]
     mathjax = find_mathjax()
-
-    if out_dir.exists():
-        check_rebuildable(out_dir)
-        shutil.rmtree(out_dir)
-    try:
-        static = out_dir / STATIC
-        static.mkdir(parents=True)
-        copy_regular(mathjax, static / "mathjax", log)
-        copy_regular(TEMPLATES / "static", static, log)
-        copy_regular(REVEAL, static / "reveal.js", log)
-        # The whole collection in one zip: a single notebook does not run without `utils`.
-        size = archive.write_archive(out_dir / archive.NAME)
-        log(f"  {archive.NAME}  ({size / 1e6:.1f} MB)")
-        for path, nb in zip(paths, notebooks, strict=True):
-            if execute:
-                start = time.perf_counter()
-                execute_notebook(nb, path)
-                log(f"  executed {path.name}  ({time.perf_counter() - start:.1f} s)")
-        for code in codes:
-            # The (maybe re-executed) English notebooks with the catalog's markdown and
-            # comments: every language shows the same code and outputs.
-            cats = catalogs.get(code)
-            nbs = notebooks if cats is None else list(map(i18n.translate, notebooks, cats))
-            pages.render_language(
-                code, codes, nbs, lessons[code], downloads[code], dives, out_dir, log
-            )
-    except BaseException:
-        shutil.rmtree(out_dir, ignore_errors=True)  # an unfinished site is of no use
-        raise
-    record_build(out_dir)
+    with building(out_dir, wait_s, log):
+        if out_dir.exists():
+            check_rebuildable(out_dir)
+            shutil.rmtree(out_dir)
+        try:
+            static = out_dir / STATIC
+            static.mkdir(parents=True)
+            copy_regular(mathjax, static / "mathjax", log)
+            copy_regular(TEMPLATES / "static", static, log)
+            copy_regular(REVEAL, static / "reveal.js", log)
+            # The whole collection in one zip: a single notebook does not run without `utils`.
+            size = archive.write_archive(out_dir / archive.NAME)
+            log(f"  {archive.NAME}  ({size / 1e6:.1f} MB)")
+            for path, nb in zip(paths, notebooks, strict=True):
+                if execute:
+                    start = time.perf_counter()
+                    execute_notebook(nb, path)
+                    log(f"  executed {path.name}  ({time.perf_counter() - start:.1f} s)")
+            for code in codes:
+                # The (maybe re-executed) English notebooks with the catalog's markdown and
+                # comments: every language shows the same code and outputs.
+                cats = catalogs.get(code)
+                nbs = notebooks if cats is None else list(map(i18n.translate, notebooks, cats))
+                pages.render_language(
+                    code, codes, nbs, lessons[code], downloads[code], dives, out_dir, log
+                )
+        except BaseException:
+            shutil.rmtree(out_dir, ignore_errors=True)  # an unfinished site is of no use
+            raise
+        record_build(out_dir)
     return english
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 24 * 3600:  # nan fails both
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0 to 86400")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,6 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="re-execute each notebook (in memory) before rendering; stored outputs otherwise",
     )
+    parser.add_argument(
+        "--wait",
+        type=_seconds,
+        default=LOCK_WAIT_S,
+        help="seconds to wait for another build of the same --out to finish (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     # Usage errors (exit 2) before anything is read or written; build_site checks the content.
     existing = next((p for p in (args.out, *args.out.parents) if p.exists()), None)
@@ -227,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             execute=args.execute,
             translations=None if args.english_only else args.translations,
+            wait_s=args.wait,
         )
     except (SiteError, i18n.I18nError, archive.ArchiveError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -17,28 +17,19 @@ NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
 # Lab's defaults for a classroom (a user's own settings win): no Jupyter news prompt, and
 # → / ← in a RISE slideshow step through cells as in a deck (Lab binds them to "next heading"
-# in a notebook, and RISE's slideshow is one: it skipped the code).
-DEFAULTS = Path(__file__).resolve().parent / "lab_settings" / "pytorch-blitz.json"
+# in a notebook, and RISE's slideshow is one: it skipped the code). Lab and RISE's app read
+# them from here as <config dir>/labconfig/default_setting_overrides.json
+# (jupyterlab_server.settings_utils._get_overrides) once this folder is on
+# JUPYTER_CONFIG_PATH: nothing is written anywhere, so nothing outside the project changes
+# (JUPYTERLAB_DIR may be a user's global Lab) and nothing is left behind.
+CONFIG_DIR = Path(__file__).resolve().parent / "lab_settings"
+DEFAULTS = CONFIG_DIR / "labconfig" / "default_setting_overrides.json"
 
 
-def install_defaults() -> str | None:
-    """Put DEFAULTS in ``<app dir>/settings/overrides.d``, the one folder of defaults that both
-    Lab and RISE's slideshow app read; a line saying what changed, or None."""
-    from jupyterlab.commands import get_app_dir
-
-    target = Path(get_app_dir()) / "settings" / "overrides.d" / DEFAULTS.name
-    wanted = DEFAULTS.read_bytes()
-    if target.is_file() and target.read_bytes() == wanted:
-        return None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(wanted)
-    except OSError as err:
-        return (
-            f"make lab: could not write {target} ({err.strerror}): Lab will ask about Jupyter "
-            "news, and → in a RISE slideshow jumps between headings"
-        )
-    return f"make lab: classroom defaults for JupyterLab written to {target}"
+def config_path(environ: dict[str, str]) -> str:
+    """JUPYTER_CONFIG_PATH with CONFIG_DIR first (the user's own config dir still wins)."""
+    given = [p for p in environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([str(CONFIG_DIR), *(p for p in given if p != str(CONFIG_DIR))])
 
 
 def main() -> None:
@@ -65,9 +56,8 @@ def main() -> None:
             f"make lab: cannot open port {port} on 127.0.0.1: {err.strerror}. "
             f"Try another port ({token}LAB_PORT={other} make lab) or ask your administrator"
         )
-    if said := install_defaults():
-        print(said, flush=True)
     env = {name: value for name, value in os.environ.items() if name != "JUPYTER_TOKEN"}
+    env["JUPYTER_CONFIG_PATH"] = config_path(env)
     if token := os.environ.get("LAB_TOKEN", "").strip():
         env["JUPYTER_TOKEN"] = token
         url = f"http://127.0.0.1:{port}/lab?token={quote(token, safe='')}"  # & # + % / ...

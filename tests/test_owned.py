@@ -1,0 +1,61 @@
+"""tools/owned.py, the one rule every deleting tool follows: only inside its own folder,
+never through a link, never an absolute name or a ``..``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools import owned
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    """(the tool's folder, a folder of the user's outside it) with a link between them."""
+    folder, outside = tmp_path / "tool", tmp_path / "outside"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "mine.txt").write_text("mine")
+    (folder / "sub" / "own.txt").write_text("the tool's")
+    (folder / "linked").symlink_to(outside)
+    (folder / "link.txt").symlink_to(outside / "mine.txt")
+    return folder, outside
+
+
+def test_a_tool_reaches_only_its_own_folder_never_through_a_link(layout) -> None:
+    folder, outside = layout
+    assert owned.within(folder, "sub/own.txt") == folder / "sub" / "own.txt"
+    assert owned.within(folder, "./sub/not-yet.txt") == folder / "sub" / "not-yet.txt"
+    for name in (
+        "linked/mine.txt",  # through a linked folder
+        "link.txt",  # a link itself
+        str(outside / "mine.txt"),  # absolute
+        "../outside/mine.txt",  # climbing out
+        "sub/../../outside/mine.txt",
+        "",
+        ".",
+        "sub\\..\\..\\outside",
+    ):
+        assert owned.within(folder, name) is None, name
+        assert owned.remove(owned.within(folder, name)) == 0
+    assert (outside / "mine.txt").read_text() == "mine"
+
+
+def test_removing_a_folder_removes_its_links_never_what_they_point_to(layout) -> None:
+    folder, outside = layout
+    assert [p.name for p in owned.entries(folder)] == ["link.txt", "linked", "own.txt"]
+    assert owned.remove(owned.within(folder, "linked")) == 0, "a link is not the tool's"
+    assert owned.remove(folder) == 3  # own.txt and the two links, not outside's file
+    assert not folder.exists() and (outside / "mine.txt").read_text() == "mine"
+
+
+def test_pruning_never_removes_a_linked_or_full_folder(layout) -> None:
+    folder, outside = layout
+    (outside / "empty").mkdir()
+    (folder / "sub" / "own.txt").unlink()
+    (folder / "sub" / "deep").mkdir()
+    owned.prune(folder / "sub", folder)
+    assert not (folder / "sub").exists() and folder.is_dir(), "it still holds the links"
+    owned.prune(folder / "linked", folder)
+    assert (outside / "empty").is_dir()

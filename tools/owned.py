@@ -1,0 +1,83 @@
+"""Where a tool may delete or overwrite: inside its own folder, never through a link.
+
+Every tool that removes or rewrites files it made (tools/clean.py, the site build, the
+translations, ``make lab``'s defaults) finds its paths with :func:`within` and removes with
+:func:`remove`: a name it read from a record or a pattern is refused when it is absolute, has
+a ``..``, or reaches its place through a link (a linked folder leads outside the project, and
+a linked file is someone else's). Walks never enter a linked folder (:func:`entries`).
+
+Standard library only: tools/clean.py runs it with the system's Python, while it removes .venv.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePath, PurePosixPath
+
+
+def within(folder: Path, name: str | PurePath) -> Path | None:
+    """``folder / name`` when ``name`` is a relative path without ``..`` and nothing from
+    ``folder`` down to it (itself included) is a link; None otherwise. It need not exist."""
+    text = name.as_posix() if isinstance(name, PurePath) else str(name)
+    rel = PurePosixPath(text)
+    if not rel.parts or rel.is_absolute() or ".." in rel.parts or "\\" in text or "\0" in text:
+        return None
+    path = folder
+    for part in rel.parts:
+        path = path / part
+        if path.is_symlink():
+            return None
+    return path
+
+
+def is_regular(path: Path) -> bool:
+    """A plain file, not a link, folder, FIFO or device (reading one of those can block)."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def entries(folder: Path) -> Iterator[Path]:
+    """Everything under ``folder`` that is not a folder (files, links, a link to a folder
+    included), without entering a linked folder."""
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        links = sorted(d for d in dirs if os.path.islink(os.path.join(top, d)))
+        dirs[:] = sorted(d for d in dirs if d not in links)
+        for name in sorted(files + links):
+            yield Path(top, name)
+
+
+def remove(path: Path | None) -> int:
+    """Remove ``path`` (from :func:`within`): a file, or a folder with all it holds (links in
+    it removed, never followed); how many files went. A link or None: nothing, 0."""
+    if path is None or path.is_symlink():
+        return 0
+    if path.is_dir():
+        count = sum(1 for _ in entries(path))
+        shutil.rmtree(path)  # removes the links it meets, never what they point to
+        return count
+    if path.exists():
+        path.unlink()
+        return 1
+    return 0
+
+
+def prune(folder: Path, stop: Path) -> None:
+    """Remove the empty folders in ``folder`` and then ``folder`` and its parents up to
+    ``stop`` (included) while empty; never a linked one, never a full one."""
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    for top, dirs, _ in os.walk(folder, topdown=False, followlinks=False):
+        for name in dirs:
+            sub = Path(top, name)
+            if not sub.is_symlink() and not any(sub.iterdir()):
+                sub.rmdir()
+    while folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+        folder.rmdir()
+        if folder == stop:
+            break
+        folder = folder.parent
