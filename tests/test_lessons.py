@@ -6,20 +6,23 @@ claims of it, on the CPU, with GPUs and Apple's MPS mocked where a path needs on
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 import shutil
 from pathlib import Path
 
 import matplotlib
+import nbformat
 import numpy as np
 import pytest
 import torch
+import torchvision
 import torchvision.transforms as T
 from torch import nn
 
 import utils
-from tools.authoring import save_cells
+from tools.authoring import lesson_size, save_cells
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,29 +67,39 @@ def test_a_saved_cell_may_only_define(tmp_path: Path) -> None:
 # --- notebook 01: devices and seeding ------------------------------------------------------
 
 
-def fake_hardware(mp: pytest.MonkeyPatch, gpus: int, mps: bool = False) -> None:
-    mp.setattr(torch.cuda, "is_available", lambda: gpus > 0)
-    mp.setattr(torch.cuda, "device_count", lambda: gpus)
-    mp.setattr(torch.backends.mps, "is_available", lambda: mps)
+def fake_machine(mp: pytest.MonkeyPatch, built: str | None, usable: int) -> None:
+    """This process as a machine whose PyTorch was built for the accelerator ``built`` (what
+    ``torch.accelerator.current_accelerator()`` names: "cuda", "mps", "xpu" or None) and that
+    can use ``usable`` devices of it."""
+    built_for = None if built is None else torch.device(built)
+    mp.setattr(torch._C, "_accelerator_getAccelerator", lambda: built_for)
+    for kind in ("cuda", "mps", "xpu"):
+        count = usable if kind == built else 0
+        mp.setattr(getattr(torch, kind), "device_count", lambda count=count: count)
+        mp.setattr(getattr(torch, kind), "is_available", lambda count=count: count > 0)
+    mp.setattr(torch.backends.mps, "is_available", lambda: built == "mps" and usable > 0)
 
 
 @pytest.mark.parametrize(
-    ("gpus", "mps", "device", "all_gpus"),
+    ("built", "usable", "device", "all_gpus"),
     [
-        (2, True, "cuda", ["cuda:0", "cuda:1"]),
-        (1, False, "cuda", ["cuda:0"]),
-        (0, True, "mps", ["cpu"]),
-        (0, False, "cpu", ["cpu"]),
+        ("cuda", 2, "cuda", ["cuda:0", "cuda:1"]),
+        ("cuda", 1, "cuda", ["cuda:0"]),
+        ("cuda", 0, "cpu", ["cpu"]),  # the CUDA wheel on a machine without a GPU
+        ("mps", 1, "mps", ["cpu"]),  # a Mac; try_gpu and try_all_gpus ask CUDA only
+        ("mps", 0, "cpu", ["cpu"]),
+        ("xpu", 1, "xpu", ["cpu"]),  # an Intel GPU: torch.accelerator covers it too
+        (None, 0, "cpu", ["cpu"]),  # a CPU-only build (pip's wheels for Windows)
     ],
 )
-def test_device_choice(monkeypatch, gpus: int, mps: bool, device: str, all_gpus) -> None:
-    fake_hardware(monkeypatch, gpus, mps)
-    # The CUDA wheel names "cuda" as its accelerator even without a GPU: never trusted.
-    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: "cuda")
+def test_device_choice(monkeypatch, built, usable: int, device: str, all_gpus) -> None:
+    fake_machine(monkeypatch, built, usable)
+    assert torch.accelerator.current_accelerator() == (built and torch.device(built))
     assert utils.get_device() == torch.device(device)
     assert [str(d) for d in utils.try_all_gpus()] == all_gpus
-    assert utils.try_gpu(0) == torch.device("cuda:0" if gpus else "cpu")
-    assert utils.try_gpu(1) == torch.device("cuda:1" if gpus > 1 else "cpu")
+    cuda = usable if built == "cuda" else 0
+    assert utils.try_gpu(0) == torch.device("cuda:0" if cuda else "cpu")
+    assert utils.try_gpu(1) == torch.device("cuda:1" if cuda > 1 else "cpu")
 
 
 def test_hidden_gpus_mean_the_cpu() -> None:
@@ -127,6 +140,63 @@ def test_try_gpu_still_answers_for_gpu_numbers() -> None:
     gpus = torch.cuda.device_count()
     assert utils.try_gpu() == utils.try_gpu(0) == torch.device("cuda:0" if gpus else "cpu")
     assert utils.try_gpu(gpus) == torch.device("cpu"), "a GPU this machine lacks: the CPU"
+
+
+# --- notebook 02: fine-tuning -------------------------------------------------------------
+
+
+def _fine_tuning_core() -> str:
+    """The core cell of notebook 02 that freezes ResNet-18 and trains a new head."""
+    nb = nbformat.read(ROOT / "notebooks" / "02_autograd.ipynb", as_version=4)
+    cells = [
+        c.source
+        for c in nb.cells
+        if c.cell_type == "code"
+        and lesson_size.part_of(c) == "core"
+        and "requires_grad_(False)" in c.source
+    ]
+    assert len(cells) == 1, f"expected one fine-tuning cell on 02's core path, found {len(cells)}"
+    return cells[0]
+
+
+def _puts_in_eval_mode(source: str) -> bool:
+    """Whether the code calls ``.eval()`` or ``.train(False)`` on something."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "eval" and not node.args:
+                return True
+            if node.func.attr == "train" and [getattr(a, "value", None) for a in node.args] == [
+                False
+            ]:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("as_taught", [True, False], ids=["as taught", "without eval"])
+def test_the_fine_tuning_core_keeps_the_batch_norm_statistics(as_taught: bool) -> None:
+    """The recipe freezes ResNet-18 with eval() as well as requires_grad_(False): one
+    training step of it leaves all 20 batch norms' running statistics as they were. The
+    same cell without its eval() line moves them (so the check can fail)."""
+    source = _fine_tuning_core()
+    assert _puts_in_eval_mode(source), "02's fine-tuning core must put the frozen model in eval()"
+    if not as_taught:
+        source = source.replace("model.eval()", "model")  # the line does nothing now
+        assert not _puts_in_eval_mode(source)
+    fresh = nn.BatchNorm2d(1)  # a new layer's statistics: mean 0, variance 1, 0 batches
+    torch.manual_seed(0)
+    ns = {"torch": torch, "torchvision": torchvision, "nn": nn, "print": lambda *a: None}
+    exec(compile(source, "02_autograd.ipynb: fine-tuning cell", "exec"), ns)
+    model = ns["model"]
+    norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert len(norms) == 20
+    kept = [
+        bool((bn.running_mean == fresh.running_mean).all())
+        and bool((bn.running_var == fresh.running_var).all())
+        and bn.num_batches_tracked.item() == 0
+        for bn in norms
+    ]
+    assert kept == [as_taught] * 20
+    assert model.fc.weight.grad is not None and model.fc.weight.grad.abs().sum() > 0  # it trained
 
 
 # --- notebook 03: LeNet --------------------------------------------------------------------

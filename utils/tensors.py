@@ -10,11 +10,9 @@ import torch
 
 
 def get_device() -> torch.device:
-    """The best device here: a CUDA GPU, else Apple's GPU (MPS), else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
+    """This machine's accelerator (CUDA, MPS, XPU, ...) if it is usable, else the CPU."""
+    if torch.accelerator.is_available():
+        return torch.accelerator.current_accelerator()
     return torch.device("cpu")
 
 

@@ -26,8 +26,16 @@ _ON = {"1", "true", "yes", "on"}
 _OFF = {"0", "false", "no", "off"}
 
 # What a kernel runs first on a Mac when the CPU is forced: there is no variable that hides
-# Apple's GPU the way CUDA_VISIBLE_DEVICES="" hides NVIDIA's.
-_HIDE_MPS = "import torch\n\ntorch.backends.mps.is_available = lambda: False\n"
+# Apple's GPU the way CUDA_VISIBLE_DEVICES="" hides NVIDIA's. It answers as CUDA does with
+# CUDA_VISIBLE_DEVICES="": torch.backends.mps says unavailable, and so does torch.accelerator,
+# whose is_available() and device_count() ask torch.mps (torch/accelerator/__init__.py; its
+# current_accelerator() still names "mps", the build's accelerator, as it names "cuda" here).
+_HIDE_MPS = """import torch
+
+torch.backends.mps.is_available = lambda: False
+torch.mps.is_available = lambda: False
+torch.mps.device_count = lambda: 0
+"""
 
 
 # The environment of the shell that started the tests, before apply() changed anything: what

@@ -1,0 +1,72 @@
+"""The test contract (tools/harness/contract.py): what it hides on a Mac.
+
+No Mac runs here, so this process plays one: PyTorch's C functions that report an MPS build
+and Apple's GPU are replaced, and the real Python layers above them (torch.backends.mps,
+torch.mps, torch.accelerator, notebook 01's get_device) answer from them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import utils
+from tools.harness import contract
+
+MPS = torch.device("mps")
+
+
+@pytest.fixture
+def a_mac(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as a Mac with Apple's GPU and PyTorch's macOS wheel (built for MPS)."""
+    monkeypatch.setattr(torch._C, "_accelerator_getAccelerator", lambda: MPS)
+    monkeypatch.setattr(torch._C, "_has_mps", True)
+    monkeypatch.setattr(torch._C, "_mps_is_available", lambda: True)
+    # What the startup file replaces: restored after the test.
+    for module, name in [
+        (torch.backends.mps, "is_available"),
+        (torch.mps, "is_available"),
+        (torch.mps, "device_count"),
+    ]:
+        monkeypatch.setattr(module, name, getattr(module, name))
+
+
+def _startup_file(monkeypatch: pytest.MonkeyPatch) -> str:
+    """What contract.apply() gives a kernel to run first on a Mac with the CPU forced."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    environ: dict[str, str] = {}
+    contract.apply(environ)
+    ipython = Path(environ["IPYTHONDIR"])
+    try:
+        return (ipython / "profile_default" / "startup" / "00-hide-mps.py").read_text()
+    finally:
+        shutil.rmtree(ipython)
+
+
+def test_the_fake_mac_has_apple_gpu_by_every_api(a_mac) -> None:
+    assert torch.backends.mps.is_available() and torch.mps.device_count() == 1
+    assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
+    assert utils.get_device() == MPS
+
+
+def test_a_forced_cpu_hides_apple_gpu_from_torch_accelerator_too(a_mac, monkeypatch) -> None:
+    exec(_startup_file(monkeypatch), {})
+    assert not torch.backends.mps.is_available()
+    assert not torch.accelerator.is_available()
+    assert torch.accelerator.device_count() == 0
+    assert torch.accelerator.current_accelerator(check_available=True) is None
+    # Unchecked, it still names the build's accelerator, as it names "cuda" with
+    # CUDA_VISIBLE_DEVICES="" on Linux: notebook 01 prints both.
+    assert torch.accelerator.current_accelerator() == MPS
+    assert utils.get_device() == torch.device("cpu")
+
+
+def test_an_accelerator_allowed_leaves_apple_gpu_alone(monkeypatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    environ = {"BLITZ_FORCE_CPU": "0"}
+    contract.apply(environ)
+    assert "IPYTHONDIR" not in environ and "CUDA_VISIBLE_DEVICES" not in environ
