@@ -170,6 +170,11 @@ MAX_SENTENCE = 80  # characters of a Chinese sentence; code, a formula, a link c
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
+def formulas(markdown: str) -> list[str]:
+    """The formulas (``$...$``, ``$$...$$``) of a markdown text, outside code blocks and spans."""
+    return _MATH.findall(_CODE_SPAN.sub(" ", _FENCE.sub("", markdown)))
+
+
 def damage(english: str, translation: str) -> list[str]:
     """What a markdown translation lost (code, spans, formulas, link targets, heading levels)
     or added (what the page would render), then its :func:`style` problems. In-page anchors
