@@ -55,7 +55,8 @@ MIN_PER_EXERCISE = 5  # write, run and fix one answer (its solution is read like
 SLOWER_CPU = 3  # a learner's CPU, busy with other work too, against the recorded run time
 DOWNLOAD_MBIT_PER_S = 10  # an assumed connection for a first run's download, not a measurement
 # What a lesson's first run downloads: its name and bytes (cifar-10-python.tar.gz, the file
-# torchvision's CIFAR10 fetches from www.cs.toronto.edu: 170,498,071 bytes as served).
+# torchvision's CIFAR10 fetches from www.cs.toronto.edu: 170,498,071 bytes, the length
+# that server sends in public download logs).
 FIRST_DOWNLOAD = {"04_cifar10": ("CIFAR-10", 170_498_071)}
 # notebooks/run_times.json's "measured_with" (run_notebooks.record_times writes it): which
 # machine the run times come from; the run-time lines name it.
@@ -257,8 +258,9 @@ def _stamp(header: str, lesson: Lesson, lang: str) -> tuple[str, list[str]]:
     for name, line in zip(TIME_FIELDS, (learner, run_line(lesson.path.stem, lang)), strict=True):
         if line is None:
             missing.append(
-                f"no run time recorded in {RUN_TIMES.name}: "
-                f"python -m tools.authoring.run_notebooks --record-times {lesson.path.name}"
+                f"no run time recorded in {RUN_TIMES.name} (or its measured_with does not "
+                "name the CPU and threads): python -m tools.authoring.run_notebooks "
+                f"--record-times {lesson.path.name}"
             )
             continue
         header = _time_line(name, lang).sub(lambda _, line=line: line, header)
