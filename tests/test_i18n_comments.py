@@ -1,9 +1,11 @@
-"""Code comments in the Chinese notebooks: translated from the catalogs like the markdown.
+"""Code comments and docstrings in the Chinese notebooks: translated from the catalogs like
+the markdown.
 
-A code cell's catalog entry is its whole source with the ``#`` comments translated, plus the
-hash of the English source (tools/authoring/i18n.py). What must hold: the code without its comments,
-and every output, stay the English notebook's; a ``#`` inside a string is no comment; an
-English edit makes the entry stale; the glossary's settled terms hold in comments too.
+A code cell's catalog entry is its whole source with the ``#`` comments and the docstrings
+translated, plus the hash of the English source (tools/authoring/i18n.py). What must hold:
+the code without its comments and docstrings, and every output, stay the English notebook's;
+a ``#`` inside a string is no comment, a string that is no docstring is code; an English
+edit makes the entry stale; the glossary's settled terms hold in comments and docstrings.
 """
 
 from __future__ import annotations
@@ -294,7 +296,10 @@ def test_translator_round_trip_for_code_cells(tmp_path: Path, capsys) -> None:
         json.dumps({"head": HEAD_ZH, "code": CODE_ZH, "file": WRITEFILE_ZH}, ensure_ascii=False)
     )
     assert i18n.main([*args, "import", "01", str(batch)]) == 0
-    assert "1/1 markdown cells, 2/2 code cells' comments translated" in capsys.readouterr().out
+    assert (
+        "1/1 markdown cells, 2/2 code cells' comments and docstrings translated"
+        in capsys.readouterr().out
+    )
     assert i18n.main([*args, "check"]) == 0
     with pytest.raises(i18n.I18nError, match="bare: is a code cell without comments"):
         i18n.record(english, {"bare": "print(2)  # 二"}, "zh", tmp_path / "translations", False)
@@ -303,3 +308,117 @@ def test_translator_round_trip_for_code_cells(tmp_path: Path, capsys) -> None:
     nb.cells[3].source = "%%writefile job.py\nimport os"
     nbformat.write(nb, english)
     assert i18n.prune(english, "zh", tmp_path / "translations") == ["file"]
+
+
+# --- docstrings: translated like comments, found by Python's parser ------------------------
+
+DOCS = (
+    '"""A tiny module."""\n'
+    "import torch\n"
+    "\n"
+    "\n"
+    "class Scale(torch.nn.Module):\n"
+    '    """Multiply by a constant."""\n'
+    "\n"
+    "    def forward(self, x):\n"
+    '        """Return ``x`` scaled."""\n'
+    '        note = "kept in English"  # a string, not a docstring\n'
+    '        "nor this one"\n'
+    "        return 2 * x"
+)
+DOCS_ZH = (
+    '"""一个很小的模块。"""\n'
+    "import torch\n"
+    "\n"
+    "\n"
+    "class Scale(torch.nn.Module):\n"
+    '    """乘以一个常数。\n'
+    "\n"
+    '    译文可以比英文多几行。"""\n'
+    "\n"
+    "    def forward(self, x):\n"
+    '        """返回缩放后的 ``x``。"""\n'
+    '        note = "kept in English"  # 字符串，不是文档字符串\n'
+    '        "nor this one"\n'
+    "        return 2 * x"
+)
+
+
+def test_docstrings_are_what_pythons_parser_calls_docstrings() -> None:
+    found = [(d.start, d.end, d.text) for d in i18n.docstrings(DOCS)]
+    assert found == [
+        ((0, 0), (0, 20), "A tiny module."),
+        ((5, 4), (5, 33), "Multiply by a constant."),
+        ((8, 8), (8, 34), "Return ``x`` scaled."),
+    ]
+    # Columns count characters, not UTF-8 bytes; a one-line def keeps its code around it.
+    assert [(d.start, d.end) for d in i18n.docstrings('def f(ü=1): """é"""; return ü')] == [
+        ((0, 12), (0, 19))
+    ]
+    assert i18n.without_docstrings('def f(ü=1): """é"""; return ü') == (
+        'def f(ü=1): """docstring"""; return ü'
+    )
+    assert i18n.docstrings('x = 1\n"""not first: no docstring"""') == []
+    assert i18n.docstrings('def f():\n    f"""{1} an f-string is none"""') == []
+    # IPython's syntax around Python: lines stay where they were.
+    shell = 'import sys\nlog = !ls\n\n\ndef f():\n    """Run."""'
+    assert [(d.start, d.text) for d in i18n.docstrings(shell)] == [((5, 4), "Run.")]
+    assert [d.text for d in i18n.docstrings('%%time\ndef f():\n    """Timed."""')] == ["Timed."]
+    assert i18n.docstrings('%%bash\necho """no python here"""') == []
+    assert i18n.docstrings('f(1,\n"""unclosed"""') == []  # no parse: all of it is code
+
+
+def test_a_translated_docstring_passes_and_is_built(tmp_path: Path) -> None:
+    assert i18n.code_damage(DOCS, DOCS_ZH) == []
+    assert i18n.has_words('def f():\n    """Only a docstring."""\n    return 1')
+    english = _notebook(tmp_path, DOCS)
+    root = tmp_path / "translations"
+    i18n.record(english, {"head": HEAD_ZH, "code": DOCS_ZH}, "zh", root, allow_identical=False)
+    i18n.build(english.parent, "zh", root)
+    en = nbformat.read(english, as_version=4)
+    zh = nbformat.read(i18n.translated_path(english, "zh"), as_version=4)
+    assert zh.cells[1].source == DOCS_ZH
+    assert differences(en, zh) == []
+    prose = i18n.lesson_prose(en, i18n.Catalog.load(english, "zh", root))
+    assert prose["code"] == (
+        "字符串，不是文档字符串\n一个很小的模块。\n乘以一个常数。\n\n译文可以比英文多几行。\n"
+        "返回缩放后的 ``x``。"
+    )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        DOCS_ZH.replace('"kept in English"', '"保留英文"'),  # a string that is no docstring
+        DOCS_ZH.replace('"nor this one"', '"也不是这个"'),  # an expression after the first
+        DOCS_ZH.replace("return 2 * x", "return 3 * x"),  # code beside a docstring
+        DOCS_ZH.replace('        """返回缩放后的 ``x``。"""\n', ""),  # a docstring dropped
+        DOCS_ZH.replace('"""一个很小的模块。"""', 'print("一个很小的模块。")'),  # made code
+    ],
+    ids=["string", "later-expression", "code", "dropped", "docstring-made-code"],
+)
+def test_only_docstrings_and_comments_may_change(tmp_path: Path, bad: str) -> None:
+    problems = i18n.code_damage(DOCS, bad)
+    assert any(p.startswith("the code changed") for p in problems), problems
+    english = _notebook(tmp_path, DOCS)
+    with pytest.raises(i18n.I18nError, match="the code changed"):
+        i18n.record(english, {"code": bad}, "zh", tmp_path / "translations", False)
+    # Had a catalog held it anyway, the build keeps the English cell.
+    nb = nbformat.read(english, as_version=4)
+    catalog = i18n.Catalog.load(english, "zh", tmp_path / "translations")
+    catalog.entries["code"] = i18n.Entry(bad, i18n.source_hash(DOCS))
+    assert i18n.translate(nb, catalog).cells[1].source == DOCS
+
+
+def test_docstrings_follow_the_glossary_and_the_punctuation_rules(tmp_path: Path) -> None:
+    english = _notebook(tmp_path, 'def f():\n    """Normalize the inputs."""')
+    root = tmp_path / "translations"
+    zh = 'def f():\n    """把输入归一化。"""'
+    i18n.record(english, {"head": HEAD_ZH, "code": zh}, "zh", root, allow_identical=False)
+    assert "01_tiny: cell code: '归一化': the glossary writes 'normalize' as '标准化'" in (
+        i18n.check(english.parent, "zh", root)
+    )
+    assert any(
+        "half-width punctuation" in p
+        for p in i18n.code_damage('def f():\n    """Why."""', 'def f():\n    """GPU: 原因。"""')
+    )

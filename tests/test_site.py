@@ -395,9 +395,9 @@ def test_deep_dives_are_marked_and_the_switch_hides_them(tmp_path: Path, browser
     out = tmp_path / "site"
     build_site(src, out, log=lambda _msg: None, translations=catalogs)
     english, chinese = (out / "07_sample.html").read_text(), (out / "zh/07_sample.html").read_text()
-    # 401 words and 1 code line: 2.1 minutes, shown as 2
-    assert '<p class="blitz-deep-dive-badge">deep dive · optional · about 2 min</p>' in english
-    assert '<p class="blitz-deep-dive-badge">深入 · 选读 · 约 2 分钟</p>' in chinese
+    # 404 words, 1 code line, 1 code cell: 404 / 110 + 0.15 + 0.25 = 4.1 minutes, shown as 4
+    assert '<p class="blitz-deep-dive-badge">deep dive · optional · about 4 min</p>' in english
+    assert '<p class="blitz-deep-dive-badge">深入 · 选读 · 约 4 分钟</p>' in chinese
     assert "Core path only" in english and "只看核心路径" in chinese
 
     page = browser.new_page()
@@ -970,8 +970,10 @@ def test_lesson_size_writes_the_readmes_learner_times(tmp_path: Path) -> None:
         nbformat.write(nb, path)
         return path
 
-    # 200 words a minute: 2 / 5 / 1 min and 3 / 1 / 1 min; together 1000 / 1200 / 400 words.
-    paths = [lesson("07", 400, 1000, 200), lesson("08", 600, 200, 200)]
+    # 110 words a minute (no code, no run time recorded): 2 / 5 / 1 min and 3 / 1 / 1 min;
+    # together 550 / 660 / 220 words.
+    n = lesson_size.WORDS_PER_MIN
+    paths = [lesson("07", 2 * n, 5 * n, n), lesson("08", 3 * n, n, n)]
     readme = tmp_path / "README.md"
     stale = (
         "| # | notebook | topic | learner time |\n|---|---|---|---|\n"

@@ -628,3 +628,16 @@ def test_the_sites_chinese_interface_words_follow_the_same_rules() -> None:
         plain = re.sub(r"<[^>]+>", "", text)
         assert i18n.style(plain) == [], f"strings/zh.json {key}: {i18n.style(plain)}"
         assert i18n.term_problems({key: plain}, terms) == [], f"strings/zh.json {key}"
+
+
+def test_the_readme_shows_no_token_anyone_could_guess() -> None:
+    """Every ``LAB_TOKEN=`` the README shows (English and Chinese) is ``...`` or one that
+    Python's ``secrets`` generates: a word such as ``class2026`` is guessed by the next class."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    generated = '$(python3 -c "import secrets; print(secrets.token_urlsafe(16))")'
+    english, chinese = readme.split("## 中文快速开始", 1)
+    for name, text in (("English", english), ("Chinese", chinese)):
+        shown = text.split("LAB_TOKEN=")[1:]
+        guessable = [s[:20] for s in shown if not s.startswith(("...", generated))]
+        assert not guessable, f"{name}: LAB_TOKEN={guessable}"
+        assert any(s.startswith(generated) for s in shown), f"{name}: show how to generate one"

@@ -2,9 +2,9 @@
 
 A catalog, ``translations/<lang>/<stem>.json``, maps a cell id to ``{"en_sha256", "text"}``:
 a markdown cell's translation, or a code cell's whole source with only its ``#`` comments
-translated. The hash of the English source makes an entry stale when the English changes:
-the built notebook then shows the English text and ``check`` fails. Code, outputs and
-metadata are always the English notebook's.
+and its docstrings (module, class, function) translated. The hash of the English source
+makes an entry stale when the English changes: the built notebook then shows the English
+text and ``check`` fails. Code, outputs and metadata are always the English notebook's.
 
     python -m tools.authoring.i18n build | check
     python -m tools.authoring.i18n todo [01] [--json]       # what to (re)translate
@@ -16,8 +16,10 @@ metadata are always the English notebook's.
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import hashlib
+import inspect
 import json
 import re
 import sys
@@ -169,6 +171,11 @@ MAX_SENTENCE = 80  # characters of a Chinese sentence; code, a formula, a link c
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
+def formulas(markdown: str) -> list[str]:
+    """The formulas (``$...$``, ``$$...$$``) of a markdown text, outside code blocks and spans."""
+    return _MATH.findall(_CODE_SPAN.sub(" ", _FENCE.sub("", markdown)))
+
+
 def damage(english: str, translation: str) -> list[str]:
     """What a markdown translation lost (code, spans, formulas, link targets, heading levels)
     or added (what the page would render), then its :func:`style` problems. In-page anchors
@@ -295,7 +302,7 @@ def style(text: str, breaks: bool = True) -> list[str]:
     return problems
 
 
-# --- code cells: only their comments are translated ------------------------------------------
+# --- code cells: only their comments and docstrings are translated --------------------------
 
 CODE_WIDTH = 100  # ruff's line-length (pyproject.toml); ruff counts a Chinese character as two
 # What a cell magic's body is written in (its comments are translated); any other magic's body
@@ -344,17 +351,24 @@ def _comment_start(line: str, quote: str = "", shell: bool = False) -> tuple[int
     return None, quote if not shell and (len(quote) == 3 or line.endswith("\\")) else ""
 
 
-def comments(source: str) -> list[Comment]:
-    """Every ``#`` comment of a code cell as IPython reads it: Python outside strings;
-    ``!cmd`` and ``%magic`` lines and a ``%%bash`` body as shell; a ``%%time`` or
-    ``%%writefile x.py`` body as Python; another cell magic's body has none."""
-    lines, body, quote, found = source.split("\n"), "python", "", []
+def _cell_body(source: str) -> tuple[list[str], str | None]:
+    """A code cell's lines, a cell magic's own line blanked, and what they are written in:
+    "python", "shell" (a ``%%bash`` body), or None (another cell magic's body: all code)."""
+    lines, body = source.split("\n"), "python"
     if lines[0].lstrip().startswith("%%"):
         name, _, args = lines[0].strip()[2:].partition(" ")
         if name in ("writefile", "file"):
             name = Path((args.split() or [""])[-1]).suffix
         body = _MAGIC_BODY.get(name)
         lines[0] = ""  # the magic itself
+    return lines, body
+
+
+def comments(source: str) -> list[Comment]:
+    """Every ``#`` comment of a code cell as IPython reads it: Python outside strings;
+    ``!cmd`` and ``%magic`` lines and a ``%%bash`` body as shell; a ``%%time`` or
+    ``%%writefile x.py`` body as Python; another cell magic's body has none."""
+    (lines, body), quote, found = _cell_body(source), "", []
     for n, line in enumerate(lines if body else []):
         if body == "shell" or (not quote and line.lstrip().startswith(("%", "!"))):
             column = _comment_start(line, shell=True)[0]
@@ -365,9 +379,92 @@ def comments(source: str) -> list[Comment]:
     return found
 
 
+@dataclass(frozen=True)
+class Docstring:
+    start: tuple[int, int]  # 0-based line and column (characters) where the literal begins
+    end: tuple[int, int]  # and where it ends (exclusive)
+    text: str  # what help() shows: its value, indentation removed (inspect.cleandoc)
+
+
+DOCSTRING = '"""docstring"""'  # what stands for any docstring when code is compared
+
+
+def _python_view(source: str) -> str | None:
+    """``source`` as plain Python line for line (IPython's own translation of ``!cmd``,
+    ``x = !cmd``, ``%magic``; a ``%%time`` or ``%%writefile x.py`` body with the magic's line
+    blank), or None: another cell magic's body, or a translation that joined lines."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    lines, body = _cell_body(source)
+    if body != "python":
+        return None
+    python = "\n".join(lines)
+    blank = next((n for n, line in enumerate(lines) if line.strip()), len(lines))
+    try:  # IPython drops leading blank lines: keep them, so that line numbers stay
+        view = "\n" * blank + TransformerManager().transform_cell("\n".join(lines[blank:]))
+    except SyntaxError:  # IPython's tokenizer gave up (an unclosed bracket): no docstrings
+        return None
+    view = view[:-1] if view.endswith("\n") and not python.endswith("\n") else view
+    return view if view.count("\n") == python.count("\n") else None
+
+
+def docstrings(source: str) -> list[Docstring]:
+    """The module, class and function docstrings of a code cell, found by Python's parser
+    (``ast``), in order; none where the cell is not Python that parses."""
+    view = _python_view(source)
+    try:
+        tree = ast.parse(view) if view is not None else None
+    except (SyntaxError, ValueError):  # ValueError: a NUL character
+        tree = None
+    if tree is None:
+        return []
+    lines, found = view.split("\n"), []
+
+    def column(line: int, byte: int) -> int:  # ast counts UTF-8 bytes, Python characters
+        return len(lines[line].encode("utf-8")[:byte].decode("utf-8"))
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        first = node.body[0] if node.body else None
+        if not (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        ):
+            continue
+        literal = first.value
+        start, end = literal.lineno - 1, (literal.end_lineno or literal.lineno) - 1
+        found.append(
+            Docstring(
+                (start, column(start, literal.col_offset)),
+                (end, column(end, literal.end_col_offset or 0)),
+                inspect.cleandoc(literal.value),
+            )
+        )
+    source_lines = source.split("\n")  # IPython rewrote only lines with its own syntax
+    if any(
+        lines[d.start[0] : d.end[0] + 1] != source_lines[d.start[0] : d.end[0] + 1] for d in found
+    ):
+        return []
+    return sorted(found, key=lambda d: d.start)
+
+
+def without_docstrings(source: str) -> str:
+    """``source`` with each docstring replaced by :data:`DOCSTRING` on one line: the code a
+    translation must keep, whatever its docstrings say and however many lines they take."""
+    lines = source.split("\n")
+    for doc in reversed(docstrings(source)):
+        (first, begin), (last, end) = doc.start, doc.end
+        lines[first : last + 1] = [lines[first][:begin] + DOCSTRING + lines[last][end:]]
+    return "\n".join(lines)
+
+
 def code_parts(source: str) -> tuple[list[str], list[tuple[int, str]]]:
     """What a translation keeps of a code cell: its lines without comments (a comment-only
-    line left out), and its directives as (index of their line of code, directive)."""
+    line left out) and with each docstring as :data:`DOCSTRING`, and its directives as
+    (index of their line of code, directive)."""
+    source = without_docstrings(source)
     at = {c.line: c for c in comments(source)}
     code: list[str] = []
     directives = []
@@ -383,13 +480,17 @@ def code_parts(source: str) -> tuple[list[str], list[tuple[int, str]]]:
 
 
 def has_words(source: str) -> bool:
-    """Whether a code cell has a comment to translate (not only tool directives)."""
-    return any(re.search(r"[^\W\d_]", c.words) for c in comments(source))
+    """Whether a code cell has a comment (not only tool directives) or a docstring to
+    translate."""
+    texts = [c.words for c in comments(source)] + [d.text for d in docstrings(source)]
+    return any(re.search(r"[^\W\d_]", text) for text in texts)
 
 
-def comment_prose(source: str) -> str:
-    """A code cell's comments as read, one a line: where terms and style are checked."""
-    return "\n".join(c.words for c in comments(source) if c.words)
+def code_prose(source: str) -> str:
+    """A code cell's comments as read, one a line, then its docstrings: where terms and
+    style are checked."""
+    texts = [c.words for c in comments(source)] + [d.text for d in docstrings(source)]
+    return "\n".join(text for text in texts if text)
 
 
 def width(line: str) -> int:
@@ -398,9 +499,10 @@ def width(line: str) -> int:
 
 
 def code_damage(english: str, translation: str) -> list[str]:
-    """How a code cell's translation changed more than its comments (a comment on its own
-    line may be split or joined), lost a directive, passed ruff's width (ruff would re-wrap
-    the code), or broke the style rules of the markdown."""
+    """How a code cell's translation changed more than its comments and docstrings (a
+    comment on its own line may be split or joined, a docstring take more or fewer lines),
+    lost a directive, passed ruff's width (ruff would re-wrap the code), or broke the style
+    rules of the markdown."""
     (en_code, en_directives), (tr_code, tr_directives) = map(code_parts, (english, translation))
     problems = []
     if en_code != tr_code:
@@ -408,7 +510,8 @@ def code_damage(english: str, translation: str) -> list[str]:
         line = f"{pairs[0][0]!r} became {pairs[0][1]!r}" if pairs else ""
         line = line or f"{len(en_code)} lines of code became {len(tr_code)}"
         problems.append(
-            f"the code changed (translate only its # comments; keep every line of code): {line}"
+            "the code changed (translate only its # comments and docstrings; keep every "
+            f"line of code): {line}"
         )
     if en_directives != tr_directives:
         problems.append(
@@ -422,13 +525,14 @@ def code_damage(english: str, translation: str) -> list[str]:
         for n, line in enumerate(translation.split("\n"))
         if width(line) > CODE_WIDTH and line not in english_lines
     ]
-    for comment in comments(translation):
-        if bad := _HALF_WIDTH.search(_CODE_SPAN.sub("□", comment.words)):
+    texts = [c.words for c in comments(translation)] + [d.text for d in docstrings(translation)]
+    for text in texts:
+        if bad := _HALF_WIDTH.search(_CODE_SPAN.sub("□", text)):
             problems.append(
-                f"half-width punctuation {bad[0]!r} in {comment.text!r}: Chinese text "
+                f"half-width punctuation {bad[0]!r} in {text!r}: Chinese text "
                 "takes full-width ，；：？！（）"
             )
-    return problems + style(comment_prose(translation), breaks=False)
+    return problems + style(code_prose(translation), breaks=False)
 
 
 # --- the glossary's settled terms -------------------------------------------------------------
@@ -522,7 +626,7 @@ class Status:
     orphans: list[str] = field(default_factory=list)
     damaged: dict[str, list[str]] = field(default_factory=dict)
     current: int = 0
-    code_cells: int = 0  # of the cells to translate, code cells (their comments)
+    code_cells: int = 0  # of the cells to translate, code cells (comments, docstrings)
     code_current: int = 0  # of ``current``, code cells
 
 
@@ -657,9 +761,10 @@ def build(
 
 def lesson_prose(nb: Notebook, catalog: Catalog) -> dict[str, str]:
     """One lesson's translated words in order, cell id -> text: each markdown translation and
-    each code cell's translated comments (an identifier ``rank`` is no use of a term)."""
+    each code cell's translated comments and docstrings (an identifier ``rank`` is no use
+    of a term)."""
     return {
-        c.id: e.text if c.cell_type == "markdown" else comment_prose(e.text)
+        c.id: e.text if c.cell_type == "markdown" else code_prose(e.text)
         for c in nb.cells
         if c.cell_type in ("markdown", "code") and (e := catalog.entries.get(c.get("id", "")))
     }
@@ -708,7 +813,7 @@ def record(
     for cell_id, text in translations.items():
         if cell_id not in sources:
             kind = {
-                "code": "is a code cell without comments (nothing to translate)",
+                "code": "is a code cell without comments or docstrings (nothing to translate)",
                 None: "no cell",
             }
             why = kind.get(kinds.get(cell_id), "is not a markdown or code cell")
@@ -747,7 +852,7 @@ def prune(english: Path, lang: str, root: Path) -> list[str]:
 def _summary(name: str, state: Status) -> str:
     total = state.current + len(state.missing) + len(state.stale)
     markdown = f"{state.current - state.code_current}/{total - state.code_cells} markdown cells"
-    code = f", {state.code_current}/{state.code_cells} code cells' comments"
+    code = f", {state.code_current}/{state.code_cells} code cells' comments and docstrings"
     counts = f"({len(state.missing)} missing, {len(state.stale)} stale)"
     return f"{name}: {markdown}{code if state.code_cells else ''} translated {counts}"
 
@@ -761,7 +866,7 @@ def _print_todo(english: Path, lang: str, root: Path, as_json: bool) -> None:
     code_ids = {c.id for c in nb.cells if c.cell_type == "code"}
     for cell_id, source in wanted.items():
         why = "missing" if cell_id in state.missing else "stale: the English changed"
-        why += "; code: translate only its # comments" if cell_id in code_ids else ""
+        why += "; code: translate only its # comments and docstrings" if cell_id in code_ids else ""
         print(f"===== cell {cell_id} ({why}) =====\n--- English ---\n{source}")
         if cell_id in state.stale:
             print(f"--- old translation (update it) ---\n{catalog.entries[cell_id].text}")

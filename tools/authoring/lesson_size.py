@@ -1,12 +1,17 @@
 """How big each lesson is and how long it takes a learner, by one formula.
 
 A cell is on the core path, in a deep dive (tag ``optional``) or an exercise (``exercise``,
-``solution``). A learner's time for a part is ``words / 200 + code_lines / 10`` minutes:
-reading prose at 200 words a minute, about 6 s to read, type and run a code line (the
-official 60-minute blitz comes out at 58). ``write`` stamps these and the run times
-(notebooks/run_times.json) into the headers of both languages and README.md's table, and
-folds each deep dive's heading and each solution's code in JupyterLab; ``check`` fails
-where any of that is stale.
+``solution``). A learner's time for a part is what they read, work through, wait for and
+write, in minutes (the constants below; CONTRIBUTING.md, "Learner time", says how they were
+calibrated against an independent estimate, which tests/test_core_path.py checks):
+
+    words / 110 + 0.15 per code line + 0.25 per code cell + 0.25 per formula
+    + 5 per exercise + 3 × the machine's run time (notebooks/run_times.json)
+    + the first run's download (the core path of a lesson that downloads its data)
+
+``write`` stamps these and the run times into the headers of both languages and README.md's
+table, and folds each deep dive's heading and each solution's code in JupyterLab; ``check``
+fails where any of that is stale.
 
     python -m tools.authoring.lesson_size [table | write | check] [NOTEBOOK ...]
 """
@@ -32,6 +37,7 @@ README = ROOT / "README.md"
 RUN_TIMES = NOTEBOOKS / "run_times.json"  # written by run_notebooks.py --record-times
 CORE_BUDGET = (5_000, 450)  # words of markdown, non-blank code lines: all five core paths
 PARTS = ("core", "deep dives", "exercises")
+TIME_FIELDS = ("Learner time", "Run time")  # the header's lines that ``write`` stamps
 COLLAPSED = "jp-MarkdownHeadingCollapsed"
 # A heading that opens a deep dive (several may follow each other), in any language.
 DEEP_DIVE = re.compile(
@@ -40,6 +46,26 @@ DEEP_DIVE = re.compile(
     + ")",
     re.I,
 )
+# The learner-time formula (CONTRIBUTING.md, "Learner time": how these were calibrated).
+WORDS_PER_MIN = 110  # prose, read to understand it rather than skimmed
+MIN_PER_CODE_LINE = 0.15  # 9 s: read a non-blank code line, type or change it
+MIN_PER_CODE_CELL = 0.25  # 15 s: run a cell and read what it printed
+MIN_PER_FORMULA = 0.25  # 15 s: a formula ($...$) on top of its words
+MIN_PER_EXERCISE = 5  # write, run and fix one answer (its solution is read like any cell)
+SLOWER_CPU = 3  # a learner's CPU, busy with other work too, against the recorded run time
+DOWNLOAD_MBIT_PER_S = 10  # an assumed connection for a first run's download, not a measurement
+# What a lesson's first run downloads: its name and bytes (cifar-10-python.tar.gz, the file
+# torchvision's CIFAR10 fetches from www.cs.toronto.edu: 170,498,071 bytes, the length
+# that server sends in public download logs).
+FIRST_DOWNLOAD = {"04_cifar10": ("CIFAR-10", 170_498_071)}
+# notebooks/run_times.json's "measured_with" (run_notebooks.record_times writes it): which
+# machine the run times come from; the run-time lines name it.
+MEASURED_WITH = (
+    "python -m tools.authoring.run_notebooks --record-times on {cpu}, {cpus} CPUs, "
+    "OMP_NUM_THREADS={threads}"
+)
+# An exercise is a top-level numbered item of an ``exercise`` cell: "1. **Chance level.** ...".
+_EXERCISE_ITEM = re.compile(r"^\d+[.)]\s", re.M)
 # README's lesson table: a lesson's row ends in "| C / D / E min |", the total row in
 # "| **C** / D / E min |" (core / deep dives / exercises).
 _README_ROW = re.compile(r"^(\| (\d\d) \| .*\| )\d+ / \d+ / \d+ min \|$", re.M)
@@ -55,24 +81,53 @@ def about(seconds: float, lang: str) -> str:
     return words["minutes"].format(f"{round(seconds / 30) / 2:g}")  # to the half minute
 
 
+def _run_times() -> dict:
+    return json.loads(RUN_TIMES.read_text(encoding="utf-8")) if RUN_TIMES.is_file() else {}
+
+
+def machine(times: dict) -> dict[str, str] | None:
+    """The machine the run times were measured on (``cpu``, ``cpus``, ``threads``), read
+    from their ``measured_with``; None when it does not say (an older or hand-made record)."""
+    pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+?)", re.escape(MEASURED_WITH))
+    found = re.fullmatch(pattern, times.get("measured_with", ""))
+    return found.groupdict() if found and found["threads"].isdigit() else None
+
+
 def run_line(stem: str, lang: str) -> str | None:
-    """The header's run-time line for notebook ``stem``; None if no subset run is recorded."""
-    times = json.loads(RUN_TIMES.read_text(encoding="utf-8")) if RUN_TIMES.is_file() else {}
-    measured = times.get("notebooks", {}).get(stem, {})
-    if "subset" not in measured:
+    """The header's run-time line for notebook ``stem``; None if no subset run is recorded
+    (or the record does not say on which machine)."""
+    times = _run_times()
+    measured, on = times.get("notebooks", {}).get(stem, {}), machine(times)
+    if "subset" not in measured or on is None:
         return None
     words = {k: about(v, lang) for k, v in measured["subset"].items()}
     words |= {f"{k}_full": about(v, lang) for k, v in measured.get("full", {}).items()}
     template = "run_time_line_full" if "full" in measured else "run_time_line"
-    return conventions.lesson_words(lang)[template].format(**words)
+    return conventions.lesson_words(lang)[template].format(**words, **on)
 
 
-def minutes(words: int, lines: int) -> int:
-    """A learner's minutes for this much prose and code, rounded as a header shows them."""
-    exact = words / 200 + lines / 10
-    if exact < 10:
-        return max(1, round(exact)) if words or lines else 0
-    return 5 * round(exact / 5)
+def run_seconds(stem: str) -> dict[str, float]:
+    """The machine's time for each part of notebook ``stem`` as a learner runs it: with the
+    full data where that was measured (what a learner downloads), else the subset; the
+    exercises' share only where the record has it (else it stays in the deep dives')."""
+    measured = _run_times().get("notebooks", {}).get(stem, {})
+    run = measured.get("full") or measured.get("subset") or {}
+    core, exercises = run.get("core", 0.0), run.get("exercises", 0.0)
+    dives = max(0.0, run.get("whole", 0.0) - core - exercises)
+    return {"core": core, "deep dives": dives, "exercises": exercises}
+
+
+def download_minutes(stem: str) -> float:
+    """The first run's download of notebook ``stem`` at the assumed connection."""
+    size = FIRST_DOWNLOAD.get(stem, ("", 0))[1]
+    return size * 8 / (DOWNLOAD_MBIT_PER_S * 1e6) / 60
+
+
+def rounded(exact: float) -> int:
+    """Minutes as a header shows them: to the minute below 10, else to 5 minutes."""
+    if exact <= 0:
+        return 0
+    return max(1, round(exact)) if exact < 10 else 5 * round(exact / 5)
 
 
 def part_of(cell: nbformat.NotebookNode) -> str:
@@ -84,23 +139,43 @@ def part_of(cell: nbformat.NotebookNode) -> str:
 
 @dataclass
 class Size:
-    words: int = 0
-    lines: int = 0
+    words: int = 0  # of prose (markdown)
+    lines: int = 0  # non-blank code lines
+    cells: int = 0  # code cells
+    formulas: int = 0  # in the prose
+    exercises: int = 0  # numbered items of the exercise cells
 
     def __add__(self, other: Size) -> Size:
-        return Size(self.words + other.words, self.lines + other.lines)
+        return Size(*(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__))
+
+    @property
+    def exact_minutes(self) -> float:
+        """Reading, working through the code and writing the exercises (no machine time)."""
+        return (
+            self.words / WORDS_PER_MIN
+            + self.lines * MIN_PER_CODE_LINE
+            + self.cells * MIN_PER_CODE_CELL
+            + self.formulas * MIN_PER_FORMULA
+            + self.exercises * MIN_PER_EXERCISE
+        )
 
     @property
     def minutes(self) -> int:
-        return minutes(self.words, self.lines)
+        return rounded(self.exact_minutes)
 
 
 def size(cell: nbformat.NotebookNode) -> Size:
-    """Markdown words and non-blank code lines of one cell."""
+    """What a learner reads, works through and writes in one cell."""
     if cell.cell_type == "markdown":
-        return Size(words=len(cell.source.split()))
+        exercises = conventions.EXERCISE in cell.get("metadata", {}).get("tags", [])
+        return Size(
+            words=len(cell.source.split()),
+            formulas=len(i18n.formulas(cell.source)),
+            exercises=len(_EXERCISE_ITEM.findall(cell.source)) if exercises else 0,
+        )
     if cell.cell_type == "code":
-        return Size(lines=sum(1 for line in cell.source.splitlines() if line.strip()))
+        lines = sum(1 for line in cell.source.splitlines() if line.strip())
+        return Size(lines=lines, cells=1)
     return Size()
 
 
@@ -118,6 +193,32 @@ class Lesson:
     parts: dict[str, Size]
     deep_dives: list[DeepDive]
 
+    def exact_minutes(self, part: str) -> float:
+        """A learner's minutes for ``part``: its size, the machine's recorded time for it on a
+        slower CPU and, on the core path, the first run's download."""
+        stem = self.path.stem
+        waiting = run_seconds(stem)[part] * SLOWER_CPU / 60
+        download = download_minutes(stem) if part == "core" else 0.0
+        return self.parts[part].exact_minutes + waiting + download
+
+    def minutes(self, part: str) -> int:
+        return rounded(self.exact_minutes(part))
+
+
+def _time_line(name: str, lang: str) -> re.Pattern:
+    """The header's line for field ``name`` ("Learner time", "Run time") in ``lang``."""
+    label = re.escape(conventions.lesson_words(lang)["header_fields"][name])
+    return re.compile(rf"^\*\*{label}.*$", re.M)
+
+
+def _without_times(header: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The first cell without the lines ``write`` stamps: what they say does not change the
+    times they give (else each ``write`` would move its own numbers)."""
+    source = header.source
+    for name in TIME_FIELDS:
+        source = _time_line(name, conventions.SOURCE).sub("", source)
+    return nbformat.from_dict({**header, "source": source})
+
 
 def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
     nb = nb if nb is not None else nbformat.read(path, as_version=4)
@@ -126,7 +227,7 @@ def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
     previous = ""
     for i, cell in enumerate(nb.cells):
         part = part_of(cell)
-        parts[part] += size(cell)
+        parts[part] += size(_without_times(cell) if i == 0 else cell)
         if part == "deep dives":
             starts = cell.cell_type == "markdown" and DEEP_DIVE.match(cell.source)
             if previous != "deep dives" or starts:
@@ -145,16 +246,24 @@ def _stamp(header: str, lesson: Lesson, lang: str) -> tuple[str, list[str]]:
     """``header`` (a first cell in ``lang``) with its learner and run times as measured, and
     what it should say but cannot (no such line in it, no run recorded)."""
     words, missing = conventions.lesson_words(lang), []
-    learner = words["learner_time_line"].format(*(lesson.parts[p].minutes for p in PARTS))
-    for name, line in (("Learner time", learner), ("Run time", run_line(lesson.path.stem, lang))):
+    learner = words["learner_time_line"].format(*(lesson.minutes(p) for p in PARTS))
+    if lesson.path.stem in FIRST_DOWNLOAD:
+        what, size_bytes = FIRST_DOWNLOAD[lesson.path.stem]
+        learner += words["learner_time_download"].format(
+            what=what,
+            mb=round(size_bytes / 1e6),
+            mbit=DOWNLOAD_MBIT_PER_S,
+            minutes=about(download_minutes(lesson.path.stem) * 60, lang),
+        )
+    for name, line in zip(TIME_FIELDS, (learner, run_line(lesson.path.stem, lang)), strict=True):
         if line is None:
             missing.append(
-                f"no run time recorded in {RUN_TIMES.name}: "
-                f"python -m tools.authoring.run_notebooks --record-times {lesson.path.name}"
+                f"no run time recorded in {RUN_TIMES.name} (or its measured_with does not "
+                "name the CPU and threads): python -m tools.authoring.run_notebooks "
+                f"--record-times {lesson.path.name}"
             )
             continue
-        label = re.escape(words["header_fields"][name])
-        header = re.sub(rf"^\*\*{label}.*$", lambda _, line=line: line, header, flags=re.M)
+        header = _time_line(name, lang).sub(lambda _, line=line: line, header)
         if line not in header:
             missing.append(f"the header should say '{line}'")
     return header, missing
@@ -213,16 +322,17 @@ def problems(path: Path) -> list[str]:
 
 def readme_with_times(text: str, paths: list[Path]) -> str:
     """``text`` (README.md) with its lesson table's learner times measured from ``paths``."""
-    lessons = {path.stem[:2]: measure(path).parts for path in paths}
-    total = {p: sum((parts[p] for parts in lessons.values()), Size()) for p in PARTS}
+    lessons = {path.stem[:2]: measure(path) for path in paths}
 
     def row(match: re.Match) -> str:
-        parts = lessons.get(match.group(2))
-        if parts is None:  # a row for a notebook that is gone: check reports it
+        lesson = lessons.get(match.group(2))
+        if lesson is None:  # a row for a notebook that is gone: check reports it
             return match.group(0)
-        return f"{match.group(1)}{' / '.join(str(parts[p].minutes) for p in PARTS)} min |"
+        return f"{match.group(1)}{' / '.join(str(lesson.minutes(p)) for p in PARTS)} min |"
 
-    core, dives, exercises = (total[p].minutes for p in PARTS)
+    core, dives, exercises = (
+        rounded(sum(lesson.exact_minutes(p) for lesson in lessons.values())) for p in PARTS
+    )
     return _README_TOTAL.sub(
         lambda m: f"{m.group(1)}**{core}** / {dives} / {exercises} min |",
         _README_ROW.sub(row, text),
@@ -243,15 +353,29 @@ def readme_problems(paths: list[Path], readme: Path = README) -> list[str]:
 
 def table(paths: list[Path]) -> str:
     rows = [
-        "| notebook | core words | core code lines | core | deep dives | exercises | total |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| notebook | core words | core code lines | core code cells | core | deep dives "
+        "| exercises | total |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    lessons = [(path.stem, measure(path).parts) for path in paths]
-    lessons.append(("all five", {p: sum((ps[p] for _, ps in lessons), Size()) for p in PARTS}))
-    for name, parts in lessons:
-        core, every = parts["core"], sum(parts.values(), Size())
-        times = " | ".join(f"{parts[p].minutes} min" for p in PARTS)
-        rows.append(f"| {name} | {core.words:,} | {core.lines} | {times} | {every.minutes} min |")
+    lessons = [measure(path) for path in paths]
+    named = [
+        (lesson.path.stem, lesson.parts, {p: lesson.exact_minutes(p) for p in PARTS})
+        for lesson in lessons
+    ]
+    named.append(
+        (
+            "all five",
+            {p: sum((parts[p] for _, parts, _ in named), Size()) for p in PARTS},
+            {p: sum(exact[p] for _, _, exact in named) for p in PARTS},
+        )
+    )
+    for name, parts, exact in named:
+        core = parts["core"]
+        times = " | ".join(f"{rounded(exact[p])} min" for p in PARTS)
+        rows.append(
+            f"| {name} | {core.words:,} | {core.lines} | {core.cells} | {times} "
+            f"| {rounded(sum(exact.values()))} min |"
+        )
     words, lines = CORE_BUDGET
     return "\n".join(rows) + f"\n\nBudget of the core path: {words:,} words, {lines} code lines."
 

@@ -38,15 +38,15 @@ class Result:
     passed: bool
     seconds: float
     report: str = ""  # empty when passed
-    cell_seconds: dict[str, float] | None = None  # "whole", "core": the code cells' run time
+    cell_seconds: dict[str, float] | None = None  # "whole", "core", "exercises": code cells' time
 
 
 def cell_seconds(nb: nbformat.NotebookNode) -> dict[str, float]:
-    """How long the code cells ran (nbclient's timestamps), all of them and the core path's:
-    what a learner waits for, without the kernel's start."""
+    """How long the code cells ran (nbclient's timestamps), all of them, the core path's and
+    the exercises': what a learner waits for, without the kernel's start."""
     from datetime import datetime
 
-    totals = {"whole": 0.0, "core": 0.0}
+    totals = {"whole": 0.0, "core": 0.0, "exercises": 0.0}
     for cell in nb.cells:
         stamps = cell.metadata.get("execution", {})
         if cell.cell_type == "code" and "shell.execute_reply" in stamps:
@@ -54,7 +54,9 @@ def cell_seconds(nb: nbformat.NotebookNode) -> dict[str, float]:
             end = datetime.fromisoformat(stamps["shell.execute_reply"])
             took = (end - datetime.fromisoformat(began)).total_seconds()
             totals["whole"] += took
-            totals["core"] += took if lesson_size.part_of(cell) == "core" else 0
+            part = lesson_size.part_of(cell)
+            if part in totals:  # the deep dives' share is what is left of the whole
+                totals[part] += took
     return totals
 
 
@@ -79,9 +81,8 @@ def record_times(path: Path, seconds: dict[str, float], environ=os.environ) -> s
     times.setdefault("notebooks", {}).setdefault(path.stem, {})[data] = {
         k: round(v, 1) for k, v in seconds.items()
     }
-    times["measured_with"] = (
-        f"python -m tools.authoring.run_notebooks --record-times on {_cpu_model()}, "
-        f"{os.cpu_count()} CPUs, OMP_NUM_THREADS={environ.get('OMP_NUM_THREADS', 'unset')}"
+    times["measured_with"] = lesson_size.MEASURED_WITH.format(
+        cpu=_cpu_model(), cpus=os.cpu_count(), threads=environ.get("OMP_NUM_THREADS", "unset")
     )
     store.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return data
