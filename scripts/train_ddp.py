@@ -296,7 +296,10 @@ def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tup
         raise SystemExit(f"cannot resume: {path} was not written by this script")
     step, metrics, saved = state["step"], state["metrics"], state.get("settings", {})
     if type(step) is not int or step < 0:
-        raise SystemExit(f"cannot resume: {path} is at step {step!r:.60}, not 0 or more: {DAMAGED}")
+        raise SystemExit(
+            f"cannot resume: {path} says step {step!r:.60}, not a whole number of 0 or more: "
+            f"{DAMAGED}"
+        )
     if not isinstance(metrics, dict) or not all(_finite(metrics.get(k)) for k in METRICS):
         what = f"{', '.join(METRICS)} (lists of numbers)"
         raise SystemExit(f"cannot resume: {path} has metrics without {what}: {DAMAGED}")

@@ -239,9 +239,9 @@ def _rewrite_extra(path: Path, **values) -> None:
 @pytest.mark.parametrize(
     ("steps", "extra", "message"),
     [
-        (6, {"step": "abc"}, "is at step 'abc', not 0 or more"),
-        (6, {"step": 1.5}, "is at step 1.5, not 0 or more"),
-        (6, {"step": -5}, "is at step -5, not 0 or more"),
+        (6, {"step": "abc"}, "says step 'abc', not a whole number of 0 or more"),
+        (6, {"step": 1.5}, "says step 1.5, not a whole number of 0 or more"),
+        (6, {"step": -5}, "says step -5, not a whole number of 0 or more"),
         (6, {"step": 2}, "is at step 2 but says 1 epochs of 4 steps are done"),
         (6, {"metrics": [1, 2]}, "has metrics without losses, epoch_times_s, test_accuracy"),
         (4, {"metrics": {}}, "has metrics without losses, epoch_times_s, test_accuracy"),

@@ -177,10 +177,11 @@ def _read(path: Path, map_location: Any) -> Any:
             # torch.save stores every record as it is (its writer takes no compression flag);
             # a compressed one can inflate to gigabytes from a small file: refused unread
             if packed := [i for i in zf.infolist() if i.compress_type != zipfile.ZIP_STORED]:
+                big = max(packed, key=lambda info: info.file_size)
                 raise CheckpointError(
-                    f"the checkpoint {path} holds a compressed record ({packed[0].filename}, "
-                    f"{packed[0].file_size:,} bytes once inflated), which torch.save never "
-                    f"writes: it was not saved by PyTorch. {_DELETE}"
+                    f"the checkpoint {path} holds a compressed record ({big.filename}, "
+                    f"{big.file_size:,} bytes once inflated), which torch.save never writes: "
+                    f"another tool rewrote it. {_DELETE}"
                 )
             if not any(info.CRC for info in zf.infolist() if info.file_size):
                 why = "has no checksums (saved after torch.serialization.set_crc32_options(False))"
