@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from utils import launch
+from utils.cli import number
 
 SCRIPT = launch.TRAIN_DDP_SCRIPT  # scripts/train_ddp.py
 
@@ -121,12 +122,17 @@ def gpu_bench(steps: int, batch: int, width: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--steps", type=int, default=24)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--width", type=int, default=8, help="ResNet-18 base width")
+    count = number(int, least=1)
+    p.add_argument("--repeats", type=count, default=3)
+    p.add_argument("--steps", type=count, default=24, help="steps per epoch")
+    p.add_argument("--batch-size", type=number(int, least=2), default=64, help="global, even")
+    p.add_argument("--width", type=count, default=8, help="ResNet-18 base width")
     p.add_argument("--smoke", action="store_true", help="one tiny repeat: check the code path")
     args = p.parse_args()
+    if args.batch_size % 2:  # train_ddp.py's rule: each of the 2 processes gets the same share
+        p.error(
+            f"argument --batch-size: must be even: 2 DDP processes share it (not {args.batch_size})"
+        )
     if args.smoke:
         args.repeats, args.steps, args.batch_size, args.width = 1, 2, 8, 2
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())

@@ -16,9 +16,11 @@ first failure's output; exits 1 if any run failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,10 +28,12 @@ import time
 from pathlib import Path
 
 from utils import launch
+from utils.cli import number
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "05_data_parallel.ipynb"
 RUN_TIMEOUT_S = 120  # one launch; a hang counts as a failure
+STOP_WAIT_S = 40  # how long a launch may take to end once told to (torchrun waits 30 s)
 # An import hook that every worker loads at start-up (Python imports sitecustomize itself).
 SITECUSTOMIZE = """import importlib.abc
 import sys
@@ -56,19 +60,58 @@ def minimal_script(folder: Path) -> Path:
     raise SystemExit(f"{NOTEBOOK.name}: no cell starts with {magic.strip()!r}")
 
 
+class Stopped(Exception):
+    """Ctrl-C or SIGTERM: the launch in progress is ended, then the temporary folder."""
+
+
+def _stop(signum: int, frame) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # once: a second one would cut the clean-up
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signal.Signals(signum).name)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """End a launch: SIGTERM to torchrun, which ends its workers (they are in sessions of their
+    own) within 30 s; SIGKILL if it has not ended in STOP_WAIT_S. Waited for: no zombie."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):  # already ended
+            os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=1)  # reads its output meanwhile, so it never blocks
+        if proc.returncode is not None:
+            break
+    for pipe in (proc.stdout, proc.stderr):  # a killed launch's workers may still hold them
+        pipe.close()
+
+
 def stress(make_argv, env: dict[str, str], cwd: Path, runs: int) -> tuple[int, str]:
     """How many of ``runs`` launches (``make_argv(i)``) failed (non-zero exit or a hang), and
     the first failure's output."""
     failures, first = 0, ""
+    print(f"  0/{runs} runs", end="", flush=True)  # the line a stop message ends
     for i in range(runs):
         argv = make_argv(i)
+        # a session of its own: Ctrl-C reaches this process only, which ends the launch in order
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
-            )
-            failed, out = proc.returncode != 0, f"exit code {proc.returncode}\n{proc.stderr}"
+            _, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+            failed, out = proc.returncode != 0, f"exit code {proc.returncode}\n{err}"
         except subprocess.TimeoutExpired:
+            _end(proc)
             failed, out = True, f"still running after {RUN_TIMEOUT_S} s: killed"
+        except BaseException:  # Stopped, or anything else: never leave a launch running
+            _end(proc)
+            raise
         if failed:
             failures += 1
             first = first or f"run {i + 1}: {out[-2000:]}"
@@ -79,13 +122,22 @@ def stress(make_argv, env: dict[str, str], cwd: Path, runs: int) -> tuple[int, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100, help="launches per variant")
+    parser.add_argument("--runs", type=number(int, least=1), default=100, help="per variant")
     parser.add_argument("--script", choices=("minimal", "train_ddp", "both"), default="both")
     parser.add_argument("--variant", choices=("plain", "sitecustomize", "both"), default="both")
     args = parser.parse_args()
-    if args.runs < 1:
-        parser.error(f"--runs {args.runs}: at least 1")
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        total = run_all(args)
+    except Stopped as stop:  # the launch was ended and the temporary folder removed on the way
+        print(f"\nstress-ddp: stopped by {stop}; its launches ended, its temporary folder removed")
+        sys.exit(128 + signal.Signals[str(stop)].value)
+    sys.exit(1 if total else 0)
 
+
+def run_all(args: argparse.Namespace) -> int:
+    """Every script and variant asked for: the number of failed launches."""
     total = 0
     with tempfile.TemporaryDirectory(prefix="stress-ddp-") as tmp:
         work, hook = Path(tmp), Path(tmp) / "hook"
@@ -108,6 +160,7 @@ def main() -> None:
         for name in names:
             for variant in variants:
                 env = launch.worker_env(threads=1)
+                env["TMPDIR"] = str(work)  # torchrun's log folders too: removed with it
                 if variant == "sitecustomize":
                     env["PYTHONPATH"] = os.pathsep.join(
                         p for p in (str(hook), env.get("PYTHONPATH", "")) if p
@@ -123,7 +176,7 @@ def main() -> None:
                 print(f"{name}, {variant}: {failures} failures / {args.runs} runs ({took:.0f} s)")
                 if first:
                     print(f"  first failure, {first}")
-    sys.exit(1 if total else 0)
+    return total
 
 
 if __name__ == "__main__":

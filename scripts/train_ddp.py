@@ -29,31 +29,26 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
 
 import utils
+from utils.cli import number
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    count = number(int, least=1)
     p = argparse.ArgumentParser(description="DDP training (notebook 05)")
     p.add_argument("--model", choices=["lenet", "resnet18"], default="lenet")
-    p.add_argument("--width", type=int, default=64, help="ResNet-18 base width")
+    p.add_argument("--width", type=count, default=64, help="ResNet-18 base width")
     p.add_argument("--data", choices=["synthetic", "cifar10"], default="synthetic")
-    p.add_argument("--num-train", type=int, default=1024, help="synthetic: 50,000 at most")
-    p.add_argument("--num-test", type=int, default=256, help="synthetic: 10,000 at most")
-    p.add_argument("--batch-size", type=int, default=32, help="GLOBAL batch: all ranks together")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: never)")
-    p.add_argument("--lr", type=float, default=0.02)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-train", type=count, default=1024, help="synthetic: 50,000 at most")
+    p.add_argument("--num-test", type=count, default=256, help="synthetic: 10,000 at most")
+    p.add_argument("--batch-size", type=count, default=32, help="GLOBAL batch: all ranks together")
+    p.add_argument("--epochs", type=count, default=1)
+    steps = number(int, least=0)
+    p.add_argument("--steps", type=steps, default=0, help="stop after this many steps (0: never)")
+    p.add_argument("--lr", type=number(float, above=0), default=0.02)
+    p.add_argument("--seed", type=number(int, least=0, most=2**32 - 1), default=0)
     p.add_argument("--out-dir", required=True)
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
     args = p.parse_args(argv)
-    for name in ("steps", "seed", "epochs", "batch_size", "num_train", "num_test", "width"):
-        least = 0 if name in ("steps", "seed") else 1
-        if getattr(args, name) < least:
-            p.error(f"--{name.replace('_', '-')} must be {least} or more")
-    if args.seed >= 2**32:
-        p.error("--seed must be less than 2**32")
-    if not 0 < args.lr < math.inf:  # nan too
-        p.error("--lr must be a positive number")
     if not args.out_dir.strip():  # Path("") is the current folder: the repository's root
         p.error("--out-dir must name a folder (an empty one means the current folder)")
     args.out_dir = Path(args.out_dir)
@@ -167,9 +162,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     raw = model  # the plain model, also reachable as model.module once wrapped
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     metrics = {"losses": [], "epoch_times_s": [], "test_accuracy": []}
-    step = 0
+    step = epochs_done = 0
     if args.resume:  # before DDP: it starts every rank from rank 0's weights
-        step, metrics = resume(args, raw, optimizer, device)
+        step, epochs_done, metrics = resume(args, raw, optimizer, device)
     metrics.update(
         world_size=world_size, device=str(device), threads=torch.get_num_threads(), start_step=step
     )
@@ -189,6 +184,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if len(loader) == 0:
         raise SystemExit(
             f"--num-train {args.num_train} is less than one batch of {args.batch_size}"
+        )
+    if step // len(loader) != epochs_done:  # each checkpoint holds both: they agree
+        raise SystemExit(
+            f"cannot resume: {args.out_dir / 'checkpoint.pt'} is at step {step} but says "
+            f"{epochs_done} epochs of {len(loader)} steps are done: {DAMAGED}"
         )
     last_step = len(loader) * args.epochs
     if args.steps:
@@ -251,25 +251,38 @@ def main(argv: Sequence[str] | None = None) -> dict:
     return metrics
 
 
+DAMAGED = "not written by this script, or damaged; delete it, or pass another --out-dir"
+METRICS = ("losses", "epoch_times_s", "test_accuracy")  # lists of numbers, one entry per step
+# or per epoch; what the run adds to them
+
+
 def claim_out_dir(args: argparse.Namespace):
     """Lock OUT_DIR (one run at a time; a clear error if it cannot be written); refuse one
     that holds a run, unless --resume."""
     out, lock = args.out_dir, utils.lock_folder(args.out_dir)
     files = [f for f in ("checkpoint.pt", "metrics.json", "model.pt") if (out / f).exists()]
     if files and not args.resume:  # never replace a run without a word
-        try:
-            ckpt = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
-            run = f"a run of {ckpt['extra']['step']} steps"
-        except Exception:  # none, or not one of this script
-            run = " and ".join(files)
+        run = " and ".join(files)
+        if "checkpoint.pt" in files:
+            try:  # checked as --resume would check it: nothing unsafe or unbounded is read
+                step = utils.checkpoint.read_checkpoint(out / "checkpoint.pt")["extra"]["step"]
+                run = f"a run of {step} steps" if type(step) is int and step >= 0 else run
+            except (utils.CheckpointError, TypeError, KeyError):  # not one of this script's
+                pass
         raise SystemExit(
             f"{out} holds {run}: use --resume to continue it, or another --out-dir (or delete it)"
         )
     return lock
 
 
-def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tuple[int, dict]:
-    """Load weights and optimizer state; return the step reached and the metrics so far."""
+def _finite(values: object) -> bool:
+    numbers = isinstance(values, list) and all(type(v) in (int, float) for v in values)
+    return numbers and all(map(math.isfinite, values))
+
+
+def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tuple[int, int, dict]:
+    """Load weights and optimizer state; return the step reached, the finished epochs and the
+    metrics so far, each checked: a checkpoint is a file like any other."""
     path = args.out_dir / "checkpoint.pt"
     if not path.exists():
         raise SystemExit(f"--resume given but there is no checkpoint at {path}")
@@ -281,7 +294,17 @@ def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tup
         raise SystemExit(f"cannot resume: {err}") from None
     if "step" not in state or "metrics" not in state:
         raise SystemExit(f"cannot resume: {path} was not written by this script")
-    saved = state.get("settings", {})  # else the optimizer's state silently keeps the old --lr
+    step, metrics, saved = state["step"], state["metrics"], state.get("settings", {})
+    if type(step) is not int or step < 0:
+        raise SystemExit(
+            f"cannot resume: {path} says step {step!r:.60}, not a whole number of 0 or more: "
+            f"{DAMAGED}"
+        )
+    if not isinstance(metrics, dict) or not all(_finite(metrics.get(k)) for k in METRICS):
+        what = f"{', '.join(METRICS)} (lists of numbers)"
+        raise SystemExit(f"cannot resume: {path} has metrics without {what}: {DAMAGED}")
+    if not isinstance(saved, dict):  # else the optimizer's state silently keeps the old --lr
+        raise SystemExit(f"cannot resume: {path} has settings {saved!r:.60}, not a dict: {DAMAGED}")
     if differ := [k for k in SAME_ON_RESUME if k in saved and saved[k] != getattr(args, k)]:
         was = ", ".join(
             f"--{k.replace('_', '-')} {saved[k]} (not {getattr(args, k)})" for k in differ
@@ -290,7 +313,7 @@ def resume(args: argparse.Namespace, model: nn.Module, optimizer, device) -> tup
             f"cannot resume: {path} is a run with {was}: resume it with its values, or start a "
             "new run in another --out-dir"
         )
-    return state["step"], state["metrics"]
+    return step, state["epoch"], metrics
 
 
 if __name__ == "__main__":

@@ -374,6 +374,35 @@ def test_a_file_without_checksums_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
+def test_a_negative_epoch_is_refused_at_load(tmp_path: Path) -> None:
+    # Rule: every value read is checked for its range too: -2 epochs is no epoch to resume at.
+    model = nn.Linear(2, 2)
+    payload = torch.load(save_checkpoint(tmp_path / "c.pt", model, epoch=3), weights_only=True)
+    payload["epoch"] = -2
+    torch.save(payload, tmp_path / "c.pt")
+    with pytest.raises(CheckpointError, match=r"its epoch is -2, not a number of finished epochs"):
+        load_checkpoint(tmp_path / "c.pt", model)
+
+
+def test_a_compressed_record_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    # torch.save writes every record stored (verified in the zip it writes): a deflated one is
+    # refused from the zip's directory, by load_checkpoint and read_checkpoint alike.
+    import zipfile
+
+    model = nn.Linear(2, 2)
+    path = save_checkpoint(tmp_path / "c.pt", model, pad=torch.zeros(100_000))
+    with zipfile.ZipFile(path) as zf:
+        assert {i.compress_type for i in zf.infolist()} == {zipfile.ZIP_STORED}
+        records = {i.filename: zf.read(i) for i in zf.infolist()}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in records.items():
+            zf.writestr(name, data)
+    for read in (lambda p: load_checkpoint(p, model), ckpt_mod.read_checkpoint):
+        with pytest.raises(CheckpointError, match="holds a compressed record") as info:
+            read(path)
+        assert "which torch.save never writes" in str(info.value) and "\n" not in str(info.value)
+
+
 def test_saving_does_not_import_the_compiler(tmp_path: Path) -> None:
     """Only a compiled model needs torch._dynamo, whose import takes seconds."""
     path = str(tmp_path / "c.pt")

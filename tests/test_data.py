@@ -221,6 +221,66 @@ def test_a_file_that_is_not_the_subset_fails_the_checksum(
         load_cifar10()
 
 
+def _inflating_npz(path: Path, x_train_rows: int) -> Path:
+    """A subset file whose x_train (zeros, deflated) declares ``x_train_rows`` images: a small
+    file whose arrays inflate far beyond the subset's size. Written in chunks, never held."""
+    import zipfile
+
+    arrays = {
+        "y_train": np.zeros(5000, np.int64),
+        "x_test": np.zeros((1000, 32, 32, 3), np.uint8),
+        "y_test": np.zeros(1000, np.int64),
+        "classes": np.array(CIFAR10_CLASSES),
+    }
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("x_train.npy", "w", force_zip64=True) as f:
+            header = {"descr": "|u1", "fortran_order": False, "shape": (x_train_rows, 32, 32, 3)}
+            np.lib.format.write_array_header_1_0(f, header)
+            chunk = bytes(3072 * 1024)
+            for _ in range(x_train_rows // 1024):
+                f.write(chunk)
+        for name, a in arrays.items():
+            with zf.open(f"{name}.npy", "w") as f:
+                np.lib.format.write_array(f, a)
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_a_small_subset_file_whose_arrays_inflate_is_refused_before_they_are_read(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Rule: sizes are bounded before memory is spent. 64 times the subset's images, 1 GB
+    # inflated, deflate to about a megabyte; refusing it must not allocate them.
+    import tracemalloc
+
+    bad = _inflating_npz(tmp_path / "bomb.npz", 64 * 5000)
+    assert bad.stat().st_size < 2_000_000
+    monkeypatch.setenv(SUBSET_ENV, str(bad))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    tracemalloc.start()  # numpy reports its array allocations to tracemalloc
+    try:
+        with pytest.raises(SubsetError, match=r"has sha256 .*not the subset\. Fix") as info:
+            load_cifar10()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "\n" not in str(info.value)
+    assert peak < 20_000_000, f"{peak:,} bytes allocated before the refusal"
+
+
+def test_a_header_that_declares_more_images_than_the_subset_is_refused_before_reading(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # numpy allocates what an .npy header declares, whatever data follows: bounded too.
+    bad = _inflating_npz(tmp_path / "liar.npz", 5000)
+    assert data_mod._within_bounds(bad)  # the subset's sizes, zeros: read, then refused
+    with pytest.raises(SubsetError, match="not the subset"):
+        monkeypatch.setenv(SUBSET_ENV, str(bad))
+        load_cifar10()
+    bad = _inflating_npz(tmp_path / "liar.npz", 5001)  # one image more than the subset
+    assert not data_mod._within_bounds(bad)
+
+
 # --- the same 6,000 images from the full download ------------------------------------------
 
 
@@ -704,6 +764,114 @@ def test_an_archive_cannot_write_outside_its_folder(tmp_path: Path, monkeypatch,
     with pytest.raises(CIFAR10Unavailable, match="outside"):
         load_cifar10(root=tmp_path / "data")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_damaged_archive_copied_into_data_is_named_with_what_to_do(
+    no_network: list[str], tmp_path: Path
+) -> None:
+    # A classroom without internet copies the archive into data/ (DATA.md); a copy cut short
+    # is named, with its md5, and kept: never "could not download it", never downloaded over.
+    archive = tmp_path / "data" / "cifar-10-python.tar.gz"
+    archive.parent.mkdir()
+    archive.write_bytes(b"\x1f\x8b" + bytes(100_000))  # the start of a gzip file, then nothing
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=tmp_path / "data")
+    msg = str(info.value)
+    assert f"the CIFAR-10 archive {archive.resolve()} is damaged or incomplete" in msg, msg
+    assert "expected c58f30108f718f92721af3b95e74349a" in msg and "DATA.md" in msg, msg
+    assert "could not download" not in msg and "\n" not in msg, msg
+    assert no_network == [], "a download was tried over the learner's copy"
+    assert archive.read_bytes() == b"\x1f\x8b" + bytes(100_000)
+
+
+@pytest.fixture
+def answer(monkeypatch: pytest.MonkeyPatch):
+    """answer(do_GET): torchvision's CIFAR-10 URL is served from 127.0.0.1 by ``do_GET(handler)``;
+    returns the server's base URL."""
+    import http.server
+    import threading
+
+    import torchvision.datasets as tvd
+
+    servers = []
+
+    def start(do_get) -> str:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                do_get(self)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        monkeypatch.setattr(tvd.CIFAR10, "url", f"{base}/cifar-10-python.tar.gz")
+        return base
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("target", ["ftp://127.0.0.1/cifar-10-python.tar.gz", "{base}/elsewhere"])
+def test_a_redirect_to_anything_but_https_is_not_followed(
+    tmp_path: Path, answer, target: str
+) -> None:
+    # Rule: the download follows https:// only; urllib alone would follow ftp:// and http://.
+    followed = []
+
+    def do_get(handler) -> None:
+        if handler.path == "/elsewhere":
+            followed.append(handler.path)
+        handler.send_response(302)
+        handler.send_header("Location", target.format(base=base))
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    base = answer(do_get)
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=tmp_path / "data")
+    msg = str(info.value)
+    assert f"redirects to {target.format(base=base)}: only https:// is followed" in msg, msg
+    assert followed == [] and "\n" not in msg
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("says_its_length", [True, False])
+def test_a_download_larger_than_the_archive_is_stopped_before_it_is_read_whole(
+    tmp_path: Path, monkeypatch, answer, says_its_length: bool
+) -> None:
+    # Rule: sizes are bounded before memory or disk is spent: 50 MB offered where the archive
+    # (here 1 MB) belongs; with a Content-Length nothing is read, without one 1 MB at most.
+    monkeypatch.setattr(data_mod, "ARCHIVE_BYTES", 1 << 20)
+    sent = []
+
+    def do_get(handler) -> None:
+        handler.send_response(200)
+        if says_its_length:
+            handler.send_header("Content-Length", str(50 << 20))
+        handler.end_headers()
+        chunk = bytes(1 << 16)
+        try:
+            for _ in range(800):
+                handler.wfile.write(chunk)
+                sent.append(len(chunk))
+        except OSError:  # the client hung up: what we want
+            pass
+
+    answer(do_get)
+    with pytest.raises(CIFAR10Unavailable) as info:
+        load_cifar10(root=tmp_path / "data")
+    msg = str(info.value)
+    assert "sends more than the archive's 1,048,576 bytes" in msg, msg
+    assert "stopped before reading it whole" in msg and "\n" not in msg
+    assert sum(sent) < 30 << 20, f"the server could send {sum(sent):,} bytes"
+    assert list((tmp_path / "data").iterdir()) == []
 
 
 def test_an_empty_data_folder_offline_is_one_line_in_the_script(

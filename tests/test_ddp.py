@@ -199,9 +199,9 @@ def test_script_rejects_bad_batch_and_missing_checkpoint(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     "bad,message",
     [
-        (["--steps", "-5"], "--steps must be 0 or more"),
-        (["--epochs", "0"], "--epochs must be 1 or more"),
-        (["--batch-size", "0"], "--batch-size must be 1 or more"),
+        (["--steps", "-5"], "argument --steps: must be an integer, 0 or more (not -5)"),
+        (["--epochs", "0"], "argument --epochs: must be an integer, 1 or more (not 0)"),
+        (["--batch-size", "0"], "argument --batch-size: must be an integer, 1 or more (not 0)"),
     ],
 )
 def test_nonsensical_numbers_are_refused(tmp_path: Path, bad: list[str], message: str, capsys):

@@ -55,16 +55,18 @@ def test_a_new_run_never_replaces_an_earlier_one(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        (["--num-test", "0"], "--num-test must be 1 or more"),
-        (["--num-test", "-5"], "--num-test must be 1 or more"),
-        (["--num-train", "0"], "--num-train must be 1 or more"),
-        (["--width", "0"], "--width must be 1 or more"),
-        (["--seed", "-1"], "--seed must be 0 or more"),
-        (["--seed", str(2**64)], "--seed must be less than 2**32"),
-        (["--lr", "0"], "--lr must be a positive number"),
-        (["--lr", "-0.1"], "--lr must be a positive number"),
-        (["--lr", "nan"], "--lr must be a positive number"),
-        (["--lr", "inf"], "--lr must be a positive number"),
+        (["--num-test", "0"], "--num-test: must be an integer, 1 or more (not 0)"),
+        (["--num-test", "-5"], "--num-test: must be an integer, 1 or more (not -5)"),
+        (["--num-train", "0"], "--num-train: must be an integer, 1 or more (not 0)"),
+        (["--width", "0"], "--width: must be an integer, 1 or more (not 0)"),
+        (["--steps", "-1"], "--steps: must be an integer, 0 or more (not -1)"),
+        (["--epochs", "1.5"], "--epochs: must be an integer, 1 or more (not 1.5)"),
+        (["--seed", "-1"], "--seed: must be an integer from 0 to 4294967295 (not -1)"),
+        (["--seed", str(2**64)], f"--seed: must be an integer from 0 to 4294967295 (not {2**64})"),
+        (["--lr", "0"], "--lr: must be a number above 0 (not 0)"),
+        (["--lr", "-0.1"], "--lr: must be a number above 0 (not -0.1)"),
+        (["--lr", "nan"], "--lr: must be a number above 0 (not nan)"),
+        (["--lr", "inf"], "--lr: must be a number above 0 (not inf)"),
     ],
 )
 def test_every_argument_out_of_its_range_is_refused(
@@ -73,7 +75,7 @@ def test_every_argument_out_of_its_range_is_refused(
     with pytest.raises(SystemExit):
         script().parse_args(["--out-dir", str(tmp_path / "run"), *bad])
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith(f"error: {message}"), err  # argparse's usage line, then this one
+    assert err[-1].endswith(f"error: argument {message}"), err  # argparse's usage, then this
 
 
 def test_more_images_than_the_data_have_is_one_line(tmp_path: Path) -> None:
@@ -222,6 +224,134 @@ def test_a_resume_with_other_data_or_rate_is_refused(tmp_path: Path, change, mes
     assert contents(tmp_path) == before
     train_ddp.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])  # the same: it goes on
     assert json.loads((tmp_path / "metrics.json").read_text())["steps"] == 8
+
+
+def _rewrite_extra(path: Path, **values) -> None:
+    """Give the checkpoint at ``path`` other extra values, as a hand or another tool might."""
+    import torch
+
+    payload = torch.load(path, weights_only=True)
+    payload["extra"].update(values)
+    torch.save(payload, path)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("steps", "extra", "message"),
+    [
+        (6, {"step": "abc"}, "says step 'abc', not a whole number of 0 or more"),
+        (6, {"step": 1.5}, "says step 1.5, not a whole number of 0 or more"),
+        (6, {"step": -5}, "says step -5, not a whole number of 0 or more"),
+        (6, {"step": 2}, "is at step 2 but says 1 epochs of 4 steps are done"),
+        (6, {"metrics": [1, 2]}, "has metrics without losses, epoch_times_s, test_accuracy"),
+        (4, {"metrics": {}}, "has metrics without losses, epoch_times_s, test_accuracy"),
+        (6, {"metrics": {"losses": ["x"], "epoch_times_s": [], "test_accuracy": []}}, "metrics"),
+        (6, {"settings": "data"}, "has settings 'data', not a dict"),
+    ],
+    ids=[
+        "step text",
+        "step fraction",
+        "step negative",
+        "step and epoch disagree",
+        "metrics a list",
+        "metrics empty after a full epoch",
+        "a loss a string",
+        "settings text",
+    ],
+)
+def test_a_checkpoint_whose_extras_have_other_types_or_ranges_is_one_line(
+    tmp_path: Path, steps: int, extra: dict, message: str
+) -> None:
+    # Rule: every file read is validated before use (types and ranges), in one line.
+    train_ddp = script()
+    train_ddp.main([*TRAIN_ARGS, "--steps", str(steps), "--out-dir", str(tmp_path)])
+    _rewrite_extra(tmp_path / "checkpoint.pt", **extra)
+    before = contents(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train_ddp.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
+    msg = str(info.value)
+    assert msg.startswith(f"cannot resume: {tmp_path / 'checkpoint.pt'} "), msg
+    assert message in msg and "delete it, or pass another --out-dir" in msg, msg
+    assert "\n" not in msg and contents(tmp_path) == before
+
+
+def _compressed(path: Path, inflate_last_record_to: int = 0) -> None:
+    """Rewrite the checkpoint at ``path`` with deflated records, as torch.save never writes
+    them; ``inflate_last_record_to``: the last tensor record becomes that many zero bytes,
+    which deflate to a few hundred kB (written in chunks, never held)."""
+    import zipfile
+
+    packed = path.with_name("packed.pt")
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as zout:
+        records = [i.filename for i in zin.infolist() if "/data/" in i.filename]
+        last = max(records, key=lambda name: int(name.rsplit("/", 1)[1]))
+        for info in zin.infolist():
+            if inflate_last_record_to and info.filename == last:
+                with zout.open(info.filename, "w", force_zip64=True) as f:
+                    for _ in range(inflate_last_record_to >> 20):
+                        f.write(bytes(1 << 20))
+            else:
+                zout.writestr(info.filename, zin.read(info))
+    packed.replace(path)
+
+
+@pytest.mark.timeout(180)
+def test_a_checkpoint_with_a_compressed_record_is_refused_before_torch_reads_it(
+    tmp_path: Path,
+) -> None:
+    # torch.save stores records uncompressed (2.14: its writer has no compression flag), so a
+    # compressed record is no checkpoint of ours: refused, not resumed from.
+    train_ddp = script()
+    train_ddp.main([*TRAIN_ARGS, "--steps", "6", "--out-dir", str(tmp_path)])
+    _compressed(tmp_path / "checkpoint.pt")
+    before = contents(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train_ddp.main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
+    msg = str(info.value)
+    assert msg.startswith(
+        f"cannot resume: the checkpoint {tmp_path / 'checkpoint.pt'} holds a compressed record"
+    ), msg
+    assert "which torch.save never writes" in msg and "\n" not in msg
+    assert contents(tmp_path) == before
+
+
+@pytest.mark.timeout(300)
+def test_a_small_checkpoint_that_inflates_costs_no_memory_without_resume(tmp_path: Path) -> None:
+    # Without --resume the script only looks at the checkpoint to say what the folder holds:
+    # a 1 GiB record deflated into a few MB must not be inflated for that (it was: torch.load).
+    import torch
+
+    def peak_mb(out: Path) -> tuple[int, str]:
+        """Peak memory of `python scripts/train_ddp.py --out-dir OUT`, and its stderr."""
+        code = (
+            "import resource, subprocess, sys; "
+            "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024); "
+            "print(p.stderr.strip())"
+        )
+        argv = [sys.executable, "-c", code, sys.executable, str(launch.TRAIN_DDP_SCRIPT)]
+        argv += [*TRAIN_ARGS, "--out-dir", str(out)]
+        env = launch.worker_env(threads=1)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+        mb, err = proc.stdout.split("\n", 1)
+        return int(mb), err.strip()
+
+    run, bomb = tmp_path / "run", tmp_path / "bomb"
+    script().main([*TRAIN_ARGS, "--steps", "6", "--out-dir", str(run)])
+    utils.save_checkpoint(bomb / "checkpoint.pt", torch.nn.Linear(2, 2), pad=torch.zeros(1))
+    _compressed(bomb / "checkpoint.pt", inflate_last_record_to=1 << 30)
+    assert (bomb / "checkpoint.pt").stat().st_size < 10_000_000
+    usual, said = peak_mb(run)
+    assert (
+        said == f"{run} holds a run of 6 steps: use --resume to continue it, or another "
+        "--out-dir (or delete it)"
+    ), said
+    peak, said = peak_mb(bomb)
+    assert (
+        said == f"{bomb} holds checkpoint.pt: use --resume to continue it, or another "
+        "--out-dir (or delete it)"
+    ), said
+    assert peak < usual + 256, f"{peak} MB at its peak, {usual} MB for an ordinary checkpoint"
 
 
 # --- a master or a peer that never comes: one line, in bounded time --------------------------

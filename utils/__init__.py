@@ -1,6 +1,6 @@
 """What the lessons share: their own code, which ``make utils`` saves from the notebooks'
 cells tagged ``save`` (tensors, neural_networks, cifar10, data_parallel: edit the notebook), and,
-written by hand, the little that no lesson teaches (data, checkpoint, launch, distributed)."""
+written by hand, the little that no lesson teaches (data, checkpoint, launch, distributed, cli)."""
 
 from . import launch
 from .checkpoint import CheckpointError, load_checkpoint, lock_folder, save_checkpoint, unwrap_model

@@ -174,6 +174,15 @@ def _read(path: Path, map_location: Any) -> Any:
     bytes; ``weights_only`` is the defence against forgery), or one clear CheckpointError."""
     try:
         with zipfile.ZipFile(path) as zf:
+            # torch.save stores every record as it is (its writer takes no compression flag);
+            # a compressed one can inflate to gigabytes from a small file: refused unread
+            if packed := [i for i in zf.infolist() if i.compress_type != zipfile.ZIP_STORED]:
+                big = max(packed, key=lambda info: info.file_size)
+                raise CheckpointError(
+                    f"the checkpoint {path} holds a compressed record ({big.filename}, "
+                    f"{big.file_size:,} bytes once inflated), which torch.save never writes: "
+                    f"another tool rewrote it. {_DELETE}"
+                )
             if not any(info.CRC for info in zf.infolist() if info.file_size):
                 why = "has no checksums (saved after torch.serialization.set_crc32_options(False))"
                 raise CheckpointError(f"the checkpoint {path} {why}. {_DELETE}")
@@ -210,6 +219,23 @@ def _read(path: Path, map_location: Any) -> Any:
     why = f"it is corrupt or truncated, or not a PyTorch file ({type(cause).__name__}: "
     fix = "Make it readable." if isinstance(cause, PermissionError) else _DELETE
     raise CheckpointError(f"cannot read the checkpoint {path}: {why}{_line(cause)}). {fix}")
+
+
+def read_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """What a checkpoint of :func:`save_checkpoint` holds, read as :func:`load_checkpoint` reads
+    it (the file checked before ``torch.load(weights_only=True)``), loaded into nothing: for a
+    look at its ``extra`` values. Raises :class:`CheckpointError` for a missing, corrupt or
+    unsafe file, or another PyTorch file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}: start training from scratch instead")
+    ckpt = _read(path, map_location)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{path} is a PyTorch file but not a checkpoint written by "
+            f"save_checkpoint (expected format {FORMAT!r})"
+        )
+    return ckpt
 
 
 class _Refused(Exception):
@@ -263,7 +289,8 @@ def _check(ckpt: dict[str, Any], model: nn.Module, optimizer: Any, scheduler: An
     _need(not missing, f"it has no {', '.join(missing)}")
     saved, extra, epoch = ckpt["model"], ckpt["extra"], ckpt["epoch"]
     _need(isinstance(saved, dict), "its model state is not a dict")
-    _need(type(epoch) is int, f"its epoch is {epoch!r}, not a number of finished epochs")
+    ok = type(epoch) is int and epoch >= 0
+    _need(ok, f"its epoch is {epoch!r}, not a number of finished epochs (0 or more)")
     names = isinstance(extra, dict) and all(isinstance(k, str) for k in extra)
     _need(names and "epoch" not in extra, "its extra values are not a dict of names (not 'epoch')")
     for kind in ("optimizer", "scheduler"):
@@ -344,14 +371,7 @@ def load_checkpoint(
     and then nothing has changed.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}: start training from scratch instead")
-    ckpt = _read(path, map_location)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise CheckpointError(
-            f"{path} is a PyTorch file but not a checkpoint written by "
-            f"save_checkpoint (expected format {FORMAT!r})"
-        )
+    ckpt = read_checkpoint(path, map_location)
     raw = unwrap_model(model)
     try:
         _check(ckpt, raw, optimizer, scheduler)

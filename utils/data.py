@@ -9,18 +9,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
+import math
 import os
 import pickle
 import socket
 import tarfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.lib import format as fmt
 from PIL import Image
 from torch.utils.data import Dataset
 
@@ -38,6 +41,20 @@ ARCHIVE_MB = 170  # cifar-10-python.tar.gz
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 FULL_BATCH, PER_BATCH = 10_000, 1_000  # images per torchvision batch file; the subset's share
 _NAMES = ("x_train", "y_train", "x_test", "y_test")
+# The most bytes each array of the subset inflates to: its data (5 x 1,000 training images,
+# 1,000 test images of 32 x 32 x 3 bytes, int64 labels, 10 names of up to 10 characters) and
+# an .npy header (128 bytes in the published file; 4 KiB allowed). Checked in the zip's
+# directory and the arrays' headers before any array is read: numpy allocates what a header
+# declares, so a small file could otherwise claim gigabytes of memory.
+_NPY_HEADER = 4096
+_ARRAY_BYTES = {
+    "x_train": 5 * PER_BATCH * 3072,
+    "y_train": 5 * PER_BATCH * 8,
+    "x_test": PER_BATCH * 3072,
+    "y_test": PER_BATCH * 8,
+    "classes": 10 * 10 * 4,
+}
+ARCHIVE_BYTES = 170_498_071  # cifar-10-python.tar.gz: a download stops past this size
 
 
 class CIFAR10Unavailable(RuntimeError):
@@ -88,6 +105,26 @@ def _arrays_sha256(*arrays: Any) -> str:
     return digest.hexdigest()
 
 
+def _within_bounds(path: Path) -> bool:
+    """Whether ``path`` is a zip of the subset's five arrays, none of which is larger than in
+    the subset: read from the zip's directory and each array's header, before any data."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+            if infos.keys() != _ARRAY_BYTES.keys():
+                return False
+            for name, info in infos.items():
+                with zf.open(info) as f:  # numpy's public header readers: formats 1.0, 2.0
+                    read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+                    shape, _, dtype = read[fmt.read_magic(f)](f)
+                nbytes = math.prod(shape) * dtype.itemsize
+                if nbytes > _ARRAY_BYTES[name] or info.file_size > nbytes + _NPY_HEADER:
+                    return False
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # not a zip of .npy files
+        return False
+    return True
+
+
 def _load_subset_file(path: str | Path, transform, test_transform) -> CIFAR10Data:
     path = Path(path).expanduser()
     fix = f"Fix it: copy a good cifar10-subset.npz (see DATA.md) to {path}, or "
@@ -95,26 +132,30 @@ def _load_subset_file(path: str | Path, transform, test_transform) -> CIFAR10Dat
     if not path.is_file():
         raise SubsetError(f"{SUBSET_ENV} points to {path}, which is not a file. {fix}")
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f:  # streamed: the bytes are hashed, never held
             digest = hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as err:  # permissions, the usual cause, have a one-line fix; or I/O
         chmod = f" Make it readable: chmod a+r {path}." if isinstance(err, PermissionError) else ""
         why = f"cannot read the CIFAR-10 subset at {path} ({type(err).__name__}: {err})."
         raise SubsetError(f"{why}{chmod} {fix}") from err
+    what = f"the CIFAR-10 subset at {path} ({path.stat().st_size:,} bytes)"
+    why = f"has sha256 {digest}, expected {SUBSET_SHA256}"
+    wrong = SubsetError(f"{what} {why}: corrupt, truncated or not the subset. {fix}")
+    # Another file may still hold the subset's arrays (one write_subset made, another zip):
+    # read only if its zip directory promises no more bytes than the subset's arrays take
+    if digest != SUBSET_SHA256 and not _within_bounds(path):
+        raise wrong
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = [npz[k] for k in (*_NAMES, "classes")]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         arrays = [None] * 5  # truncated, pickled, incomplete: not the subset
-    # The published file, or one write_subset made: the same arrays in another zip
     dtypes = [getattr(a, "dtype", None) for a in arrays[:4]] == [np.uint8, np.int64] * 2
     ours = dtypes and arrays[4].tolist() == list(CLASSES)
     if digest != SUBSET_SHA256 and not (
         ours and _arrays_sha256(*arrays[:4]) == SUBSET_ARRAYS_SHA256
     ):
-        what = f"the CIFAR-10 subset at {path} ({path.stat().st_size:,} bytes)"
-        why = f"has sha256 {digest}, expected {SUBSET_SHA256}"
-        raise SubsetError(f"{what} {why}: corrupt, truncated or not the subset. {fix}")
+        raise wrong
     classes = tuple(arrays.pop().tolist())
     return _subset(arrays, classes, transform, test_transform, f"from {path.name}")
 
@@ -175,6 +216,8 @@ def _full_cifar10(root: Path, transform, test_transform, download: bool, choice:
             _download_cifar10(root, CIFAR10)
         train = CIFAR10(root, train=True, download=False, transform=transform)
         return train, CIFAR10(root, train=False, download=False, transform=test_transform)
+    except CIFAR10Unavailable:  # already says which file and what to do
+        raise
     except Exception as err:  # URLError, HTTPError, OSError, timeouts, torchvision's errors
         # full never tries the subset, and setting its file alone would not help there;
         # auto and subset get here only without a subset file
@@ -208,13 +251,21 @@ def _whole(folder: Path, cifar10: type) -> bool:
 def _download_cifar10(root: Path, cifar10: type) -> None:
     """Make ``root/cifar-10-batches-py`` whole, as torchvision's ``download=True`` would: keep
     it if every file has its md5, else download the archive (unless a whole one is there),
-    check its md5 and extract it."""
-    from torchvision.datasets.utils import check_integrity
-
+    check its md5 and extract it. An archive there with another md5 is named, not replaced."""
     if _whole(root / cifar10.base_folder, cifar10):
         return
     archive = root / cifar10.filename
-    if not check_integrity(str(archive), cifar10.tgz_md5):
+    if archive.is_file():  # a copy (DATA.md): ours is only renamed there once its md5 is right
+        with open(archive, "rb") as f:
+            md5 = hashlib.file_digest(f, "md5").hexdigest()
+        if md5 != cifar10.tgz_md5:  # named, never downloaded over: it is someone's file
+            raise CIFAR10Unavailable(
+                f"the CIFAR-10 archive {archive.resolve()} is damaged or incomplete "
+                f"({archive.stat().st_size:,} bytes, md5 {md5}, expected {cifar10.tgz_md5}): "
+                "copy a whole cifar-10-python.tar.gz there again (DATA.md), or delete it to "
+                f"let torchvision download it (about {ARCHIVE_MB} MB, needs the internet)."
+            )
+    else:
         _download(cifar10.url, archive, cifar10.tgz_md5)
     with tarfile.open(archive, "r:gz") as tar:
         tar.extractall(root, filter="data")  # no path outside root, no links, no devices
@@ -254,15 +305,31 @@ def _download(url: str, dest: Path, md5: str) -> None:
         def https_open(self, req):
             return self.do_open(tracked(http.client.HTTPSConnection), req)
 
+    class HttpsOnly(urllib.request.HTTPRedirectHandler):  # urllib would follow ftp:// too
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            if urllib.parse.urlsplit(newurl).scheme != "https":
+                raise OSError(f"{url} redirects to {newurl}: only https:// is followed")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    too_big = OSError(
+        f"{url} sends more than the archive's {ARCHIVE_BYTES:,} bytes: not the archive; "
+        "stopped before reading it whole"
+    )
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial, digest = dest.with_name(dest.name + ".partial"), hashlib.md5(usedforsecurity=False)
     timer = threading.Timer(DOWNLOAD_TOTAL_S, shut)
     timer.daemon = True
     timer.start()
     try:
-        opener = urllib.request.build_opener(Handler)
+        opener = urllib.request.build_opener(Handler, HttpsOnly)
         with opener.open(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(partial, "wb") as f:
+            if (response.length or 0) > ARCHIVE_BYTES:  # its Content-Length, when sent
+                raise too_big
+            size = 0
             while chunk := response.read1(1 << 16):  # ends early when the timer shuts it down
+                if (size := size + len(chunk)) > ARCHIVE_BYTES:  # a server may send no length
+                    raise too_big
                 f.write(chunk)
                 digest.update(chunk)
         if time.monotonic() >= deadline:
