@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,12 @@ MPS = torch.device("mps")
 
 
 @pytest.fixture
-def a_mac(monkeypatch: pytest.MonkeyPatch) -> None:
+def a_mac(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """This process as a Mac with Apple's GPU and PyTorch's macOS wheel (built for MPS)."""
+    # torch.backends.mps.is_available caches its answer: an earlier test's real "no" would
+    # stand, and the fake "yes" must not outlive this test.
+    cached = torch.backends.mps.is_available
+    cached.cache_clear()
     monkeypatch.setattr(torch._C, "_accelerator_getAccelerator", lambda: MPS)
     monkeypatch.setattr(torch._C, "_has_mps", True)
     monkeypatch.setattr(torch._C, "_mps_is_available", lambda: True)
@@ -33,6 +38,8 @@ def a_mac(monkeypatch: pytest.MonkeyPatch) -> None:
         (torch.mps, "device_count"),
     ]:
         monkeypatch.setattr(module, name, getattr(module, name))
+    yield
+    cached.cache_clear()
 
 
 def _startup_file(monkeypatch: pytest.MonkeyPatch) -> str:
