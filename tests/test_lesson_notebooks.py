@@ -1,4 +1,5 @@
-"""Which notebooks the tools read as lessons (tools/lessons.py): ``NN_name.ipynb`` only."""
+"""Which notebooks the tools read as lessons (tools/lessons.py): those _toc.yml lists, and how
+they read them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from tests.toc import list_lessons
 from tools.authoring import i18n, save_cells, slides
 from tools.publishing import build_site
 
@@ -67,7 +69,7 @@ def _run(tool: str, root: Path, monkeypatch) -> None:
 def test_a_notebook_that_is_not_a_lesson_is_ignored_in_one_line(
     tmp_path: Path, tool: str, monkeypatch, capsys
 ) -> None:
-    # Rule: the tools read NN_name.ipynb only; any other notebook is left alone, named once.
+    # Rule: the tools read the lessons _toc.yml lists; any other notebook is left alone, named once.
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     (tmp_path / "utils").mkdir()
@@ -75,6 +77,7 @@ def test_a_notebook_that_is_not_a_lesson_is_ignored_in_one_line(
     nbformat.write(lesson, notebooks / "07_sample.ipynb")
     untitled = notebooks / "Untitled.ipynb"
     untitled.write_text(UNTITLED, encoding="utf-8")
+    list_lessons(notebooks)
 
     _run(tool, tmp_path, monkeypatch)
 

@@ -14,10 +14,11 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tools.authoring import slides
+from tools.lessons import lesson_notebooks
 from tools.publishing import archive
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 
 
 def _cell(cell, *tags: str):
