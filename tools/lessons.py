@@ -14,6 +14,7 @@ line. A table of contents the tools cannot use, or a notebook that is not valid 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -44,8 +45,8 @@ def _stderr(message: str) -> None:
 
 def shown(path: Path) -> str:
     """``path`` as a user would type it here: relative to the working folder when inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    try:  # without resolving: a link is named as itself
+        return str(Path(os.path.abspath(path)).relative_to(Path.cwd()))
     except ValueError:
         return str(path)
 
