@@ -57,6 +57,16 @@ UNTITLED = """{
 """
 
 
+def _sample_project(root: Path) -> Path:
+    """``root/notebooks`` holding one lesson, 07_sample, and an empty ``root/utils``."""
+    notebooks = root / "notebooks"
+    notebooks.mkdir()
+    (root / "utils").mkdir()
+    lesson = new_notebook(cells=[new_markdown_cell(HEADER), new_code_cell("x = 1")])
+    nbformat.write(lesson, notebooks / "07_sample.ipynb")
+    return notebooks
+
+
 def _run(tool: str, root: Path, monkeypatch) -> None:
     """``tool`` on ``root/notebooks`` (a lesson and Untitled.ipynb), as its make target runs it."""
     notebooks = root / "notebooks"
@@ -77,11 +87,7 @@ def test_a_notebook_that_is_not_a_lesson_is_ignored_in_one_line(
     tmp_path: Path, tool: str, monkeypatch, capsys
 ) -> None:
     # Rule: the tools read the lessons _toc.yml lists; any other notebook is left alone, named once.
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (tmp_path / "utils").mkdir()
-    lesson = new_notebook(cells=[new_markdown_cell(HEADER), new_code_cell("x = 1")])
-    nbformat.write(lesson, notebooks / "07_sample.ipynb")
+    notebooks = _sample_project(tmp_path)
     untitled = notebooks / "Untitled.ipynb"
     untitled.write_text(UNTITLED, encoding="utf-8")
     list_lessons(notebooks)
@@ -346,11 +352,7 @@ def test_a_notebook_with_merge_conflict_markers_is_named_in_one_line(project: Pa
 def test_a_broken_table_of_contents_is_one_line_in_every_tool(
     tmp_path: Path, monkeypatch, capsys, chapters, why: str
 ) -> None:
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (tmp_path / "utils").mkdir()
-    lesson = new_notebook(cells=[new_markdown_cell(HEADER), new_code_cell("x = 1")])
-    nbformat.write(lesson, notebooks / "07_sample.ipynb")
+    notebooks = _sample_project(tmp_path)
     (notebooks / "07_other.ipynb").write_bytes((notebooks / "07_sample.ipynb").read_bytes())
     (notebooks / "07_link.ipynb").symlink_to("07_sample.ipynb")
     if isinstance(chapters, list):
