@@ -67,8 +67,9 @@ def members(root: Path = ROOT) -> list[str]:
         print(message, file=sys.stderr)
 
     names = _listed(root)
-    try:
-        lesson_names = {p.name for p in lessons.listed(root / "notebooks")}
+    notebooks = [n for n in names if n.startswith("notebooks/") and n.endswith(".ipynb")]
+    try:  # which of them are lessons: the table of contents says (none to ask without one)
+        lesson_names = {p.name for p in lessons.listed(root / "notebooks")} if notebooks else set()
     except lessons.LessonError as err:
         raise ArchiveError(str(err)) from None
     listed, kept = set(names), []
