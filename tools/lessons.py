@@ -30,6 +30,7 @@ TOC = "_toc.yml"  # beside the notebooks' folder
 NAME = re.compile(r"\d\d_[a-z][a-z0-9_]*")
 # git's conflict markers at the start of a line (`git merge` of a notebook both sides changed)
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
+IGNORED = "ignored "  # how a tool's line about a notebook that is no lesson begins
 _FIX = "fix it, or restore it with git"
 _reported: set[Path] = set()  # a tool lists the lessons several times: say it once
 
@@ -109,7 +110,7 @@ def lesson_notebooks(
     for other in sorted(set(folder.glob("*.ipynb")) - set(lessons)):
         if other.resolve() not in _reported:
             _reported.add(other.resolve())
-            log(f"ignored {shown(other)}: not a lesson (not listed in {TOC})")
+            log(f"{IGNORED}{shown(other)}: not a lesson (not listed in {TOC})")
     return lessons
 
 
