@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))  # lessons only (tools/lessons.py)
+# The lessons are the notebooks _toc.yml lists (tools/lessons.py): a tool given no notebook
+# (run_notebooks, save_cells, slides, lesson_size, i18n, build_site) reads that list.
 
 # How the notebooks run under test (CPU, two threads, the CIFAR-10 subset) is defined once, in
 # tools/harness/contract.py: pytest, `make refresh` and `make test-gpu` apply it themselves.
@@ -102,7 +103,7 @@ test-full-data: $(STAMP)
 # check), then the unit tests without the CPU opt-out. Both run; either failing fails.
 test-gpu: export BLITZ_FORCE_CPU = 0
 test-gpu: $(STAMP)
-	@rc=0; $(BIN)/python -m tools.authoring.run_notebooks $(NOTEBOOKS) || rc=1; \
+	@rc=0; $(BIN)/python -m tools.authoring.run_notebooks || rc=1; \
 	$(BIN)/python -m pytest tests -q || rc=1; exit $$rc
 
 # The Chinese notebooks: the English ones with the catalogs' markdown (same code and outputs).
@@ -132,7 +133,7 @@ utils: $(STAMP)
 # Stored outputs, without timestamps, and the slide metadata derived from the headings
 # (tools/authoring/slides.py). The Chinese notebooks carry the same outputs: they are rebuilt after.
 refresh: generate
-	$(BIN)/python -m tools.authoring.run_notebooks --inplace $(NOTEBOOKS)
+	$(BIN)/python -m tools.authoring.run_notebooks --inplace
 	$(BIN)/python -m tools.authoring.generate
 
 # Every generated file (utils' lesson modules, slide metadata, learner and run times, the

@@ -7,13 +7,16 @@ tests/conftest.py's ``browser`` fixture opens one with :func:`launch_chromium` p
 
 :func:`axe_violations` runs axe-core (the copy that the pinned ``axe-playwright-python`` wheel
 bundles, so no network) on an open page: the WCAG 2.1 A/AA check the site's and the decks'
-accessibility tests share.
+accessibility tests share. :func:`settled_math` counts a page's math once MathJax 2 has done
+all it was asked to, and :class:`Deadline` bounds every wait of one check together: tests
+wait for events (Reveal's ready state, MathJax's queue), never for a time.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +37,37 @@ LAUNCH_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+class Deadline:
+    """One time limit shared by all the waits of a check: each wait gets what is left of it, so
+    a slow machine may spend it where it likes and the check still ends."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def ms(self) -> float:
+        """Milliseconds left, for Playwright's ``timeout`` (never 0, which means no limit)."""
+        return max(1.0, (self.end - time.monotonic()) * 1000)
+
+
+# [TeX sources, typeset formulas, errors] on a page MathJax 2 renders with HTML-CSS.
+MATH_COUNTS_JS = """() => [document.querySelectorAll('script[type^="math/tex"]').length,
+  document.querySelectorAll('span.MathJax[id$="-Frame"]').length,
+  document.querySelectorAll('.MathJax_Error, .merror').length]"""
+
+
+def settled_math(page: Page, timeout_ms: float) -> list[int]:
+    """``page``'s [sources, typeset, errors] counted inside a callback that MathJax.Hub.Queue
+    runs after everything queued before it: the first typesetting and every re-rendering a
+    slide change queued (a Rerender removes a slide's formulas before it draws them again, so
+    a count taken beside MathJax's queue can catch it half done)."""
+    page.wait_for_function("window.MathJax && MathJax.isReady", timeout=timeout_ms)
+    page.evaluate(
+        f"() => {{ window.blitzMath = null; MathJax.Hub.Queue(() => {{ window.blitzMath = "
+        f"({MATH_COUNTS_JS})(); }}); }}"
+    )
+    return page.wait_for_function("window.blitzMath", timeout=timeout_ms).json_value()
 
 
 def browser_required() -> bool:

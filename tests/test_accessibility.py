@@ -22,10 +22,11 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from tests.browser import axe_violations
 from tools import conventions
 from tools.authoring import i18n
+from tools.lessons import lesson_notebooks
 from tools.publishing.accessibility import NBCONVERT_ALT, describe_figure, make_accessible
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 STATIC = ROOT / "tools" / "publishing" / "templates" / "static"
 COLOURS = STATIC / "code-colours.css"
 WORDS = {code: conventions.strings(code) for code in ("en", "zh")}

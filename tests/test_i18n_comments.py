@@ -18,6 +18,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from tests.test_translations import differences
+from tests.toc import list_lessons
 from tools.authoring import i18n
 
 CODE = (
@@ -70,6 +71,7 @@ def _notebook(tmp_path: Path, code: str = CODE) -> Path:
     folder.mkdir(exist_ok=True)
     path = folder / "01_tiny.ipynb"
     nbformat.write(nb, path)
+    list_lessons(folder)
     (tmp_path / "translations" / "zh").mkdir(parents=True, exist_ok=True)
     (tmp_path / "translations" / "zh" / "glossary.md").write_text(GLOSSARY, encoding="utf-8")
     return path

@@ -20,9 +20,10 @@ import nbformat
 import pytest
 
 from tests.lab import Lab, run_cell
+from tools.lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 CELL_TIMEOUT_S = 600
 
 
@@ -112,5 +113,5 @@ def test_the_zip_runs_every_notebook_offline_with_its_readmes_commands(tmp_path:
             )["content"]
         found = reply["user_expressions"]["file"].get("data", {}).get("text/plain", "")
         assert str(folder / "utils") in found, found
-        for path in sorted((folder / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for path in lesson_notebooks(folder / "notebooks"):  # the zip's _toc.yml
             run_every_cell(lab, path)

@@ -23,10 +23,11 @@ from torch import nn
 
 import utils
 from tools.authoring import lesson_size, save_cells
+from tools.lessons import lesson_notebooks
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 
 
 # --- tools/authoring/save_cells.py

@@ -18,9 +18,10 @@ import nbformat
 import pytest
 
 from tests.nbval_bands import BAND_KEY, band_problems, check_band, templated
+from tools.lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 
 
 def _banded_cells() -> list[tuple[str, int, nbformat.NotebookNode]]:

@@ -11,8 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tools.lessons import lesson_notebooks
+
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 IDS = [p.name for p in NOTEBOOKS]
 
 

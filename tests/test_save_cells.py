@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from tests.toc import list_lessons
 from tools.authoring import save_cells
 
 HAND_WRITTEN = '"""CIFAR-10 for scripts: written by hand."""\n\n\ndef load_cifar10():\n    pass\n'
@@ -22,6 +23,7 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **lessons: str) ->
         cells[1].metadata["tags"] = ["save"]
         (tmp_path / "notebooks").mkdir(exist_ok=True)
         nbformat.write(new_notebook(cells=cells), tmp_path / "notebooks" / f"{stem}.ipynb")
+    list_lessons(tmp_path / "notebooks")
     (tmp_path / "utils").mkdir(exist_ok=True)
     monkeypatch.setattr(save_cells, "ROOT", tmp_path)
     return tmp_path

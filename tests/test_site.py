@@ -25,13 +25,15 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tests import browser as browser_helpers
+from tests.toc import list_lessons
 from tools import conventions
 from tools.authoring import i18n
+from tools.lessons import LessonError, lesson_notebooks
 from tools.publishing.build_site import build_site, building, lock_path, main
 from tools.publishing.pages import SiteError, parse_header, render_widgets_statically
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 # Each language's folder in the site and its <html lang>.
 LANGS = {"en": ("", "en"), "zh": ("zh/", "zh-CN")}
 DESKTOP = {"width": 1280, "height": 800}
@@ -164,13 +166,14 @@ def test_saved_widget_state_renders_without_scripts() -> None:
 
 
 def test_a_new_notebook_is_picked_up(tmp_path: Path) -> None:
-    """Lessons are globbed: a notebook added later gets a page, a card and neighbours."""
+    """A lesson listed in _toc.yml gets a page, a card and neighbours."""
     src = tmp_path / "notebooks"
     src.mkdir()
     for number, name in (("07", "07_sample"), ("08", "08_more")):
         header = GOOD_HEADER.replace("07", number).replace("Sample lesson", f"Lesson {number}")
         nb = new_notebook(cells=[new_markdown_cell(header), new_markdown_cell("## Part\n\nText")])
         nbformat.write(nb, src / f"{name}.ipynb")
+    list_lessons(src)
     lessons = build_site(src, tmp_path / "site", log=lambda _msg: None)
     assert [lesson.stem for lesson in lessons] == ["07_sample", "08_more"]
     index = (tmp_path / "site" / "index.html").read_text()
@@ -180,8 +183,8 @@ def test_a_new_notebook_is_picked_up(tmp_path: Path) -> None:
     assert 'href="#Part"' in first, "the table of contents links the ## heading"
 
 
-def test_no_notebooks_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(SiteError, match="no notebooks"):
+def test_no_table_of_contents_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(LessonError, match=r"_toc.yml: missing; it lists the lessons"):
         build_site(tmp_path, tmp_path / "site", log=lambda _msg: None)
 
 
@@ -192,6 +195,7 @@ def test_build_never_wipes_a_foreign_folder(tmp_path: Path) -> None:
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "thesis.tex").write_text("do not delete")
+    list_lessons(src)
     with pytest.raises(SiteError, match="has no _static/built-files.sha256, so this tool did not"):
         build_site(src, precious, log=lambda _msg: None)
     assert (precious / "thesis.tex").exists()
@@ -261,6 +265,7 @@ def test_a_rebuild_keeps_what_a_user_put_in_the_site(tmp_path: Path, capsys) -> 
     nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
     out = tmp_path / "site"
     out.mkdir()  # an empty folder is fine
+    list_lessons(src)
     build_site(src, out, log=lambda _msg: None)
     build_site(src, out, log=lambda _msg: None)  # and so is an earlier build, untouched
     (out / "MY_NOTES.txt").write_text("mine")
@@ -294,6 +299,7 @@ def test_a_failed_build_leaves_no_half_site(tmp_path: Path, monkeypatch) -> None
         raise RuntimeError("nbconvert failed")
 
     monkeypatch.setattr(pages, "render_language", broken)
+    list_lessons(src)
     with pytest.raises(RuntimeError, match="nbconvert failed"):
         build_site(src, out, log=lambda _msg: None)
     assert not out.exists()
@@ -305,9 +311,9 @@ def test_a_failed_build_leaves_no_half_site(tmp_path: Path, monkeypatch) -> None
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ('{"cells": [,', "Expecting value: line 1 column 12"),
-        ("[]", "'list' object has no attribute"),
-        ("{}", "missing a key: cells"),
+        ('{"cells": [,', "not valid notebook JSON (line 1: Expecting value)"),
+        ("[]", "not a notebook ("),
+        ("{}", "not a notebook ("),
         (b"\xff\xfe".decode("latin-1"), "can't decode byte 0xff in position 0"),
     ],
     ids=["broken-json", "a-list", "no-cells", "not-utf8"],
@@ -321,10 +327,11 @@ def test_a_broken_notebook_is_named_in_one_line(
     broken = src / "08_broken.ipynb"
     broken.write_text(text, encoding="latin-1")
     out = tmp_path / "site"
+    list_lessons(src)
     assert main(["--notebooks", str(src), "--out", str(out), "--english-only"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert err.startswith(f"error: {broken} is not a readable notebook ("), err
+    assert err.startswith(f"error: {broken}: "), err
     assert reason in err and "fix it, or restore it with git" in err, err
     assert not out.exists(), "nothing is written before every notebook has been read"
 
@@ -355,6 +362,7 @@ def test_build_writes_both_languages_with_switches(tmp_path: Path) -> None:
     catalogs = tmp_path / "translations"
     i18n.record(src / "07_sample.ipynb", {"head": ZH_HEADER}, "zh", catalogs, allow_identical=False)
     out = tmp_path / "site"
+    list_lessons(src)
     build_site(src, out, log=lambda _msg: None, translations=catalogs)
 
     index, page = ((out / "zh" / name).read_text() for name in ("index.html", "07_sample.html"))
@@ -393,6 +401,7 @@ def test_deep_dives_are_marked_and_the_switch_hides_them(tmp_path: Path, browser
     zh = {"head": ZH_HEADER, "dive": "## 深入（选读）：更多\n\n" + "一句中文。" * 80}
     i18n.record(src / "07_sample.ipynb", zh, "zh", catalogs, allow_identical=False)
     out = tmp_path / "site"
+    list_lessons(src)
     build_site(src, out, log=lambda _msg: None, translations=catalogs)
     english, chinese = (out / "07_sample.html").read_text(), (out / "zh/07_sample.html").read_text()
     # 404 words, 1 code line, 1 code cell: 404 / 110 + 0.15 + 0.25 = 4.1 minutes, shown as 4
@@ -440,6 +449,7 @@ def test_a_special_file_in_the_sites_static_never_hangs_a_rebuild(tmp_path: Path
     src.mkdir()
     nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
     out = tmp_path / "site"
+    list_lessons(src)
     build_site(src, out, log=lambda _msg: None)
     fifo = out / "_static" / "site.css"  # a name the first build recorded
     fifo.unlink()
@@ -479,6 +489,7 @@ def test_special_files_among_the_sites_assets_are_skipped_and_named(
     src.mkdir()
     nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
     lines: list[str] = []
+    list_lessons(src)
     build_site(src, tmp_path / "site", log=lines.append)
     named = [line for line in lines if "pipe.css" in line]
     assert len(named) == 1 and "skipped" in named[0] and "not a regular file" in named[0], lines
@@ -732,6 +743,7 @@ def test_the_browser_check_catches_markup_planted_in_a_translation(browser, tmp_
     data["cells"][current[1]]["text"] = [PLANTED]  # the header (current[0]) stays readable
     planted.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     out = tmp_path / "site"
+    list_lessons(src)
     build_site(src, out, log=lambda _msg: None, translations=catalogs)
 
     base = out.as_uri() + "/"

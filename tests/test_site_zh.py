@@ -21,10 +21,11 @@ import pytest
 
 from tests import browser as browser_helpers
 from tools.authoring import i18n
+from tools.lessons import lesson_notebooks
 from tools.publishing.pages import parse_header
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 CSS = ROOT / "tools" / "publishing" / "templates" / "static" / "site.css"
 CJK = re.compile(r"[\u3400-\u9fff]")
 SWITCH = '<a class="blitz-lang" href="{href}" hreflang="{lang}"'

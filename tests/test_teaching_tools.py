@@ -13,11 +13,13 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from tests.browser import Deadline, settled_math
 from tools.authoring import slides
+from tools.lessons import lesson_notebooks
 from tools.publishing import archive
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 
 
 def _cell(cell, *tags: str):
@@ -245,9 +247,10 @@ def test_every_deck_presents_offline(browser, site: Path, lang: str) -> None:
             page.on("console", lambda m, w=where, p=problems: m.type == "error" and p.append(
                 f"{w}: console error: {m.text[:200]}"))  # fmt: skip
             page.on("pageerror", lambda e, w=where, p=problems: p.append(f"{w}: {e}"))
-            page.goto(deck.as_uri())
-            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
-            page.wait_for_function("window.MathJax && MathJax.isReady", timeout=60_000)
+            deadline = Deadline(300)  # this deck's waits, all together
+            page.goto(deck.as_uri(), timeout=deadline.ms())
+            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=deadline.ms())
+            page.wait_for_function("window.MathJax && MathJax.isReady", timeout=deadline.ms())
             total = page.evaluate("Reveal.getTotalSlides()")
             assert total >= 3, f"{lang}/{deck.name}: {total} slides"
             if path.stem == "01_tensors":
@@ -274,15 +277,8 @@ def test_every_deck_presents_offline(browser, site: Path, lang: str) -> None:
                 for _ in range(3):
                     page.keyboard.press("ArrowRight")
                 page.screenshot(path=str(SHOTS / f"deck-{lang}-01-slide.png"))
-            count = """() => [document.querySelectorAll('script[type^="math/tex"]').length,
-                          document.querySelectorAll('span.MathJax[id$="-Frame"]').length,
-                          document.querySelectorAll('.MathJax_Error, .merror').length]"""
-            try:  # MathJax typesets in the background, a slide at a time as they are shown
-                page.wait_for_function(f"(({count})()).every((n, i, a) => i > 1 || n === a[0])",
-                                       timeout=30_000)  # fmt: skip
-            except Exception:
-                pass  # reported below with the numbers
-            math = page.evaluate(count)
+            # After the first typesetting and the re-rendering each slide change queued.
+            math = settled_math(page, deadline.ms())
             if math[0] != math[1] or math[2]:
                 problems.append(f"{lang}/{deck.name}: math sources/typeset/errors {math}")
             problems += [
@@ -345,6 +341,10 @@ _SLIDE_PROBLEMS = """(() => {
   return {problems, scale: fit && fit.dataset.scale ? Number(fit.dataset.scale) : 1};
 })()"""
 
+# Every fragment of the present slide has faded in (reveal.css: opacity over 0.2 s).
+_FRAGMENTS_IN = """[...document.querySelectorAll('.reveal .slides section.present .fragment')]
+  .every(f => getComputedStyle(f).opacity === '1')"""
+
 # Below this the deck's script would be shrinking a slide to fit it: tools/publishing/decks.py
 # paginates
 # so that it never has to go further (measured: 0.908 was the smallest, on 04).
@@ -357,14 +357,14 @@ def _every_slide(page, site: Path, lang: str) -> Iterator[str]:
     view and its math typeset; yields where it is (``zh/01_tensors.slides.html slide 3``)."""
     for path in NOTEBOOKS:
         deck = site / DECK_LANGS[lang] / f"{path.stem}.slides.html"
-        page.goto(deck.as_uri())
-        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
-        page.wait_for_function("window.MathJax && MathJax.isReady", timeout=60_000)
+        deadline = Deadline(600)  # this deck's waits, all together
+        page.goto(deck.as_uri(), timeout=deadline.ms())
+        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=deadline.ms())
         for i in range(page.evaluate("Reveal.getTotalSlides()")):
             page.evaluate(f"Reveal.slide({i}, 0, Number.MAX_VALUE)")  # all fragments
-            # MathJax typesets a slide when it is shown, then the deck refits it
-            page.evaluate("new Promise(r => MathJax.Hub.Queue(() => requestAnimationFrame(r)))")
-            page.wait_for_timeout(250)  # the last fragment fades in over 0.2 s (reveal.css)
+            # MathJax re-renders the slide's math, then the deck refits it (one queued call)
+            settled_math(page, deadline.ms())
+            page.wait_for_function(_FRAGMENTS_IN, timeout=deadline.ms())
             yield f"{lang}/{deck.name} slide {i + 1}"
 
 

@@ -19,10 +19,12 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from tests.toc import list_lessons
 from tools.authoring import i18n
+from tools.lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
 IDS = [p.stem for p in NOTEBOOKS]
 FIX = (
     "translate with `python -m tools.authoring.i18n todo {stem}` + `import` "
@@ -127,6 +129,7 @@ def _tiny(tmp_path: Path) -> Path:
     folder.mkdir()
     path = folder / "01_tiny.ipynb"
     nbformat.write(nb, path)
+    list_lessons(folder)
     return path
 
 
@@ -155,12 +158,14 @@ def test_translations_keep_a_notebook_they_did_not_write(tmp_path: Path, cli) ->
     old = english.with_name("02_old.ipynb")
     nbformat.write(new_notebook(cells=[new_markdown_cell("# 02 · Old", id="old")]), old)
     i18n.record(old, {"old": "# 02 · 旧课"}, "zh", tmp_path / "translations", False)
+    list_lessons(old.parent)
     assert cli("build")[0] == 0
     zh = english.parent / "zh"
     mine = {"Untitled.ipynb": '{"cells": []}\n', "my_copy.ipynb": '{"mine": true}\n'}
     for name, text in mine.items():
         (zh / name).write_text(text, encoding="utf-8")
     old.unlink()
+    list_lessons(old.parent)  # the lesson and its line in _toc.yml are gone
     code, out, err = cli("build")
     assert code == 0, err
     assert not (zh / "02_old.ipynb").exists(), "a lesson's translation, its English gone, stays"
@@ -580,7 +585,7 @@ def test_broken_inputs_are_one_line_naming_the_file(tmp_path: Path, cli) -> None
     english.write_text('{"cells": [', encoding="utf-8")
     for args in (("check",), ("build",), ("todo", "01")):
         code, out, err = cli(*args)
-        assert code == 1 and err.startswith(f"error: {english} is not a readable notebook"), err
+        assert code == 1 and err.startswith(f"error: {english}: not valid notebook JSON"), err
         assert len(err.strip().splitlines()) == 1, err
 
 

@@ -1,18 +1,42 @@
-"""Which notebooks are lessons: ``NN_name.ipynb``, one pattern for every tool.
+"""Which notebooks are lessons, and how the tools read a notebook.
 
-A notebook of another name beside the lessons (``Untitled.ipynb`` from JupyterLab's "New
-notebook", a learner's own copy) is no lesson: the tools that read the lessons (save_cells,
-build_site, i18n, slides, lesson_size) leave it alone and say so in one line.
+The lessons are the notebooks the table of contents ``_toc.yml`` lists, in its order
+(Jupyter Book's format, beside ``notebooks/``), not whatever matches a file-name pattern: a
+learner's copy (JupyterLab's Duplicate names it ``01_tensors-Copy1.ipynb``) or Lab's
+``Untitled.ipynb`` is no lesson, and every tool (save_cells, slides, lesson_size, i18n, the
+site, its decks and zip, nbval under ``make test``, the Makefile) leaves it alone, named in one
+line. A table of contents the tools cannot use, or a notebook that is not valid JSON, is a
+:class:`LessonError` in one line.
+
+    python -m tools.lessons    # the lessons' paths, one a line
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-LESSON_GLOB = "[0-9][0-9]_*.ipynb"
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+TOC = "_toc.yml"  # beside the notebooks' folder
+# A lesson's name: its number, then what `import utils.<name>` can import (save_cells.py).
+NAME = re.compile(r"\d\d_[a-z][a-z0-9_]*")
+# git's conflict markers at the start of a line (`git merge` of a notebook both sides changed)
+_CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
+IGNORED = "ignored "  # how a tool's line about a notebook that is no lesson begins
+_FIX = "fix it, or restore it with git"
 _reported: set[Path] = set()  # a tool lists the lessons several times: say it once
+
+
+class LessonError(ValueError):
+    """A table of contents or a notebook the tools cannot use; the message is one line."""
 
 
 def _stderr(message: str) -> None:
@@ -20,12 +44,111 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def lesson_notebooks(folder: Path, log: Callable[[str], object] = _stderr) -> list[Path]:
-    """The lesson notebooks in ``folder``, sorted; one line to ``log`` for each other
-    ``.ipynb`` there (ignored)."""
-    lessons = sorted(p for p in folder.glob(LESSON_GLOB) if p.is_file())
+def shown(path: Path) -> str:
+    """``path`` as a user would type it here: relative to the working folder when inside it."""
+    try:  # without resolving: a link is named as itself
+        return str(Path(os.path.abspath(path)).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _yaml_error(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}: " if mark is not None else ""
+    return where + (getattr(err, "problem", None) or str(err).splitlines()[0])
+
+
+def listed(notebooks: Path = NOTEBOOKS) -> list[Path]:
+    """The lessons ``notebooks``' table of contents (``notebooks/../_toc.yml``) lists, in its
+    order; a :class:`LessonError` naming the file and what is wrong when it cannot be used."""
+    toc = notebooks.parent / TOC
+    where, folder = shown(toc), notebooks.name
+    usage = f"format: jb-book, root: README, chapters: a list of `- file: {folder}/NN_name`"
+    try:
+        data = yaml.safe_load(toc.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LessonError(f"{where}: missing; it lists the lessons ({usage})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise LessonError(f"{where}: cannot be read ({err})") from None
+    except yaml.YAMLError as err:
+        raise LessonError(f"{where}: not valid YAML ({_yaml_error(err)})") from None
+    book = isinstance(data, dict) and data.get("format") == "jb-book"
+    if not book or not isinstance(data.get("root"), str):
+        raise LessonError(f"{where}: not a Jupyter Book table of contents ({usage})")
+    chapters = data.get("chapters")
+    if not isinstance(chapters, list) or not chapters:
+        raise LessonError(f"{where}: chapters is not a list of lessons ({usage})")
+    paths: list[Path] = []
+    for entry in chapters:
+        file = entry.get("file") if isinstance(entry, dict) else None
+        if not isinstance(file, str) or set(entry) - {"file", "title"}:
+            raise LessonError(f"{where}: {str(entry)[:80]!r} is not `- file: {folder}/NN_name`")
+        parent, _, stem = file.removesuffix(".ipynb").rpartition("/")
+        path = notebooks / f"{stem}.ipynb"
+        if parent != folder or not NAME.fullmatch(stem):
+            raise LessonError(
+                f"{where}: {file!r} is not a lesson in {folder}/ (a lesson is {folder}/NN_name: "
+                "two digits, _, then lower-case letters, digits and _)"
+            )
+        if path in paths:
+            raise LessonError(f"{where}: {file!r} is listed twice")
+        if any(p.name[:2] == stem[:2] for p in paths):
+            raise LessonError(f"{where}: two lessons are numbered {stem[:2]}: renumber one")
+        if path.is_symlink() or not path.is_file():
+            what = "a link" if path.is_symlink() else "not a file" if path.exists() else "missing"
+            raise LessonError(f"{where}: {file!r} lists {shown(path)}, which is {what}")
+        paths.append(path)
+    return paths
+
+
+def lesson_notebooks(
+    folder: Path = NOTEBOOKS, log: Callable[[str], object] = _stderr
+) -> list[Path]:
+    """The lessons in ``folder`` as its table of contents lists them; one line to ``log`` for
+    each other ``.ipynb`` there (ignored)."""
+    lessons = listed(folder)
     for other in sorted(set(folder.glob("*.ipynb")) - set(lessons)):
         if other.resolve() not in _reported:
             _reported.add(other.resolve())
-            log(f"ignored {other}: not a lesson (lessons are named NN_name.ipynb)")
+            log(f"{IGNORED}{shown(other)}: not a lesson (not listed in {TOC})")
     return lessons
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """``path`` as a notebook (nbformat 4), or a :class:`LessonError` in one line that names the
+    file and where its JSON breaks (and the merge conflict that usually broke it)."""
+    where = shown(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise LessonError(f"{where}: cannot be read as a notebook ({err}); {_FIX}") from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        conflict = _CONFLICT.search(text)
+        hint = (
+            f"; merge conflict markers at line {text.count(chr(10), 0, conflict.start()) + 1}: "
+            "resolve the conflict, or take one side with `git checkout --ours/--theirs`"
+            if conflict
+            else f"; {_FIX}"
+        )
+        why = f"line {err.lineno}: {err.msg}"
+        raise LessonError(f"{where}: not valid notebook JSON ({why}){hint}") from None
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as err:  # valid JSON but no notebook: nbformat raises many kinds
+        first = (str(err).splitlines() or [type(err).__name__])[0][:160]
+        raise LessonError(f"{where}: not a notebook ({first}); {_FIX}") from None
+
+
+def main() -> int:
+    try:
+        print("\n".join(shown(p) for p in lesson_notebooks()))
+    except LessonError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

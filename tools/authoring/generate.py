@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools.lessons import IGNORED
+
 ROOT = Path(__file__).resolve().parents[2]
 # (what it writes, module, write arguments, check arguments), in order: a later step reads
 # what an earlier one wrote (i18n copies slide metadata and the headers' times).
@@ -40,9 +42,17 @@ def check() -> list[str]:
     found = []
     for what, module, _, args in STEPS:
         if (done := _run(module, args)).returncode != 0:
-            said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+            said = [  # a notebook the step ignored (no lesson) is not why it failed
+                line
+                for line in (done.stderr.strip() or done.stdout.strip()).splitlines()
+                if not line.startswith(IGNORED)
+            ]
             first = said[0] if said else f"exit code {done.returncode}"
-            found.append(f"stale: {what}: {first} -- run `make generate`")
+            if first.startswith("error: "):  # bad input: the later steps read it too
+                found.append(f"{what}: {first}")
+                break
+            else:
+                found.append(f"stale: {what}: {first} -- run `make generate`")
     return found
 
 
@@ -53,11 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         for line in (found := check()):
             print(line, file=sys.stderr)
         return 1 if found else 0
+    said: set[str] = set()  # each step lists the lessons: a notebook it ignored is named once
     for what, module, args, _ in STEPS:
         done = _run(module, args)
         sys.stdout.write(done.stdout)
+        for line in done.stderr.splitlines(keepends=True):
+            if line not in said or done.returncode != 0:
+                sys.stderr.write(line)
+            said.add(line)
         if done.returncode != 0:
-            sys.stderr.write(done.stderr)
             print(f"generate: {what} failed (python -m {module} {' '.join(args)})", file=sys.stderr)
             return 1
     return 0

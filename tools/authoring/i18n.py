@@ -33,7 +33,8 @@ from pathlib import Path
 import html5lib
 import nbformat
 
-from tools.lessons import lesson_notebooks
+from tools import lessons
+from tools.lessons import LessonError, lesson_notebooks
 from tools.owned import is_regular, remove, within
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,14 +78,9 @@ def resolve_notebook(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
 def load_notebook(path: Path) -> Notebook:
     """``path`` as a notebook, or an I18nError in one line (build_site reads with it too)."""
     try:
-        return nbformat.read(path, as_version=4)
-    except Exception as exc:  # OSError, bad JSON or UTF-8, not a notebook (many kinds)
-        cause = exc.__cause__ or exc.__context__  # json's error says where, nbformat's not
-        why = cause if isinstance(cause, json.JSONDecodeError) else exc
-        reason = (str(why).splitlines() or [type(why).__name__])[0][:160]
-        raise I18nError(
-            f"{_shown(path)} is not a readable notebook ({reason}): fix it, or restore it with git"
-        ) from exc
+        return lessons.read_notebook(path)  # the tools' one reader
+    except LessonError as exc:
+        raise I18nError(str(exc)) from None
 
 
 def read_notebook(path: Path) -> Notebook:
@@ -937,7 +933,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise I18nError(f"{args.file} must hold one object {{cell id: translation}}")
             state = record(english, batch, lang, root, args.allow_identical)
             print(f"recorded {len(batch)} cell(s). {_summary(english.stem, state)}")
-    except (I18nError, OSError) as exc:
+    except (I18nError, LessonError, OSError) as exc:  # LessonError: the table of contents
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

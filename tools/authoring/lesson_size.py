@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ import nbformat
 
 from tools import conventions
 from tools.authoring import i18n
-from tools.lessons import lesson_notebooks
+from tools.lessons import LessonError, lesson_notebooks, read_notebook, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -81,8 +82,49 @@ def about(seconds: float, lang: str) -> str:
     return words["minutes"].format(f"{round(seconds / 30) / 2:g}")  # to the half minute
 
 
-def _run_times() -> dict:
-    return json.loads(RUN_TIMES.read_text(encoding="utf-8")) if RUN_TIMES.is_file() else {}
+def _run_times_problem(times: object) -> str | None:
+    """What is wrong with run_times.json's content, or None: ``{"measured_with": text,
+    "notebooks": {stem: {"subset"|"full": {"whole", "core"[, "exercises"]: seconds}}}}``."""
+    if not isinstance(times, dict):
+        return f"holds {type(times).__name__}, not an object"
+    if not isinstance(times.get("measured_with", ""), str):
+        return "measured_with is not text"
+    notebooks = times.get("notebooks", {})
+    if not isinstance(notebooks, dict):
+        return "notebooks is not an object of notebook names"
+    for stem, runs in notebooks.items():
+        if not isinstance(runs, dict) or not runs or set(runs) - {"subset", "full"}:
+            return f"notebooks.{stem} is {str(runs)[:40]}, not an object of subset/full runs"
+        for data, seconds in runs.items():
+            where = f"notebooks.{stem}.{data}"
+            keys = set(seconds) if isinstance(seconds, dict) else set()
+            if not {"whole", "core"} <= keys <= {"whole", "core", "exercises"}:
+                return f'{where} is {str(seconds)[:40]}, not {{"whole": s, "core": s}}'
+            for key, value in seconds.items():
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if not number or not math.isfinite(value) or value < 0:
+                    return f"{where}.{key} is {value!r:.40}, not a number of seconds"
+    return None
+
+
+def load_run_times(path: Path | None = None) -> dict:
+    """notebooks/run_times.json, checked before any of it is used ({} when there is none); a
+    LessonError in one line naming the file and what is wrong."""
+    path = path or RUN_TIMES
+    if not path.exists():
+        return {}
+    fix = f"fix it, or restore it with git (`git checkout {shown(path)}`)"
+    try:
+        times = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise LessonError(f"{shown(path)}: cannot be read ({err}); {fix}") from None
+    except json.JSONDecodeError as err:
+        raise LessonError(
+            f"{shown(path)}: not valid JSON (line {err.lineno}: {err.msg}); {fix}"
+        ) from None
+    if problem := _run_times_problem(times):
+        raise LessonError(f"{shown(path)}: {problem}; {fix}")
+    return times
 
 
 def machine(times: dict) -> dict[str, str] | None:
@@ -96,7 +138,7 @@ def machine(times: dict) -> dict[str, str] | None:
 def run_line(stem: str, lang: str) -> str | None:
     """The header's run-time line for notebook ``stem``; None if no subset run is recorded
     (or the record does not say on which machine)."""
-    times = _run_times()
+    times = load_run_times()
     measured, on = times.get("notebooks", {}).get(stem, {}), machine(times)
     if "subset" not in measured or on is None:
         return None
@@ -110,7 +152,7 @@ def run_seconds(stem: str) -> dict[str, float]:
     """The machine's time for each part of notebook ``stem`` as a learner runs it: with the
     full data where that was measured (what a learner downloads), else the subset; the
     exercises' share only where the record has it (else it stays in the deep dives')."""
-    measured = _run_times().get("notebooks", {}).get(stem, {})
+    measured = load_run_times().get("notebooks", {}).get(stem, {})
     run = measured.get("full") or measured.get("subset") or {}
     core, exercises = run.get("core", 0.0), run.get("exercises", 0.0)
     dives = max(0.0, run.get("whole", 0.0) - core - exercises)
@@ -221,7 +263,7 @@ def _without_times(header: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
-    nb = nb if nb is not None else nbformat.read(path, as_version=4)
+    nb = nb if nb is not None else read_notebook(path)
     parts = {name: Size() for name in PARTS}
     dives: list[DeepDive] = []
     previous = ""
@@ -271,7 +313,7 @@ def _stamp(header: str, lesson: Lesson, lang: str) -> tuple[str, list[str]]:
 
 def _stamped(path: Path) -> tuple[nbformat.NotebookNode, i18n.Catalog, list[str]]:
     """The notebook and its catalog as ``write`` leaves them, and what it cannot fix."""
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     lesson = measure(path, nb)
     header, old_header = nb.cells[0], nb.cells[0].source
     header.source, missing = _stamp(old_header, lesson, conventions.SOURCE)
@@ -301,7 +343,7 @@ def _stamped(path: Path) -> tuple[nbformat.NotebookNode, i18n.Catalog, list[str]
 def write(path: Path) -> bool:
     """Stamp the times into both headers and the folds into Lab's metadata; whether it did."""
     nb, catalog, _ = _stamped(path)
-    changed = nbformat.writes(nb) != nbformat.writes(nbformat.read(path, as_version=4))
+    changed = nbformat.writes(nb) != nbformat.writes(read_notebook(path))
     if changed:
         nbformat.write(nb, path)
     if catalog.entries != i18n.Catalog.load(path).entries:
@@ -313,7 +355,7 @@ def write(path: Path) -> bool:
 def problems(path: Path) -> list[str]:
     """What ``check`` reports for one English notebook and its catalog."""
     nb, catalog, found = _stamped(path)
-    if nbformat.writes(nb) != nbformat.writes(nbformat.read(path, as_version=4)):
+    if nbformat.writes(nb) != nbformat.writes(read_notebook(path)):
         found.append(f"{path.name}: the header's times or Lab's folds are stale")
     if catalog.entries != i18n.Catalog.load(path).entries:
         found.append(f"{path.name}: the Chinese header's times are stale")
@@ -385,21 +427,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="?", default="table", choices=("table", "write", "check"))
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    paths = args.notebooks or lesson_notebooks(NOTEBOOKS)
-    if args.command == "table":
+    try:  # what every command reads is checked before anything is written
+        paths = args.notebooks or lesson_notebooks(NOTEBOOKS)
+        load_run_times()
+        for path in paths:
+            read_notebook(path)
+        return _command(args.command, paths, all_lessons=not args.notebooks)
+    except LessonError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _command(command: str, paths: list[Path], all_lessons: bool) -> int:
+    if command == "table":
         print(table(paths))
         return 0
-    if args.command == "write":
+    if command == "write":
         for path in paths:
             if write(path):
                 print(f"updated {path.relative_to(ROOT) if path.is_absolute() else path}")
         text = README.read_text(encoding="utf-8")
-        if not args.notebooks and readme_with_times(text, paths) != text:  # all lessons
+        if all_lessons and readme_with_times(text, paths) != text:
             README.write_text(readme_with_times(text, paths), encoding="utf-8")
             print(f"updated {README.relative_to(ROOT)}")
         return 0
     found = [line for path in paths for line in problems(path)]
-    found += readme_problems(paths) if not args.notebooks else []
+    found += readme_problems(paths) if all_lessons else []
     if found:
         print(
             "\n".join([*found, "Fix: python -m tools.authoring.lesson_size write"]), file=sys.stderr

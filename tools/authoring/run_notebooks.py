@@ -5,7 +5,9 @@ folder, under the test contract (tools/harness/contract.py). Executed copies go 
 ``--out-dir``; ``--inplace`` rewrites the notebooks instead, only when every cell ran, and
 without timestamps, so a diff shows what really changed.
 
-    python -m tools.authoring.run_notebooks [--inplace] [--timeout 300] notebooks/*.ipynb
+    python -m tools.authoring.run_notebooks [--inplace] [--timeout 300] [NOTEBOOK ...]
+
+Without NOTEBOOK: the lessons ``_toc.yml`` lists (tools/lessons.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 from tools.authoring import lesson_size
 from tools.harness import contract
+from tools.lessons import LessonError, lesson_notebooks, read_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD_LINES = 3  # of the failing cell's source
@@ -77,7 +80,7 @@ def record_times(path: Path, seconds: dict[str, float], environ=os.environ) -> s
     subset, or ``full`` when BLITZ_CIFAR10=full), for ``lesson_size write``; which key."""
     data = "full" if environ.get("BLITZ_CIFAR10", "").strip().lower() == "full" else "subset"
     store = lesson_size.RUN_TIMES
-    times = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else {}
+    times = lesson_size.load_run_times(store)
     times.setdefault("notebooks", {}).setdefault(path.stem, {})[data] = {
         k: round(v, 1) for k, v in seconds.items()
     }
@@ -149,7 +152,9 @@ def execute(nb: nbformat.NotebookNode, path: Path, timeout: int, kernel: str) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument(
+        "notebooks", nargs="*", type=Path, help="default: the lessons _toc.yml lists"
+    )
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "build" / "gpu-run")
     parser.add_argument("--inplace", action="store_true", help="store the outputs (make refresh)")
@@ -164,6 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     contract.apply()
     if missing := [str(p) for p in args.notebooks if not p.is_file()]:
         parser.error(f"no such notebook: {', '.join(missing)}")
+    # Everything a run reads is checked before the first notebook is rewritten: the table of
+    # contents, every notebook's JSON, and the run times it will add to.
+    try:
+        args.notebooks = args.notebooks or lesson_notebooks()
+        notebooks = [read_notebook(path) for path in args.notebooks]
+        if args.inplace or args.record_times:
+            lesson_size.load_run_times()
+    except LessonError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     names = [p.name for p in args.notebooks]
     if clashes := sorted({n for n in names if names.count(n) > 1}):  # copies named by name
         parser.error(f"two notebooks share a name, their copies would collide: {clashes}")
@@ -183,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     failed = 0
-    for path in args.notebooks:
-        nb = nbformat.read(path, as_version=4)
+    for path, nb in zip(args.notebooks, notebooks, strict=True):
         result = execute(nb, path.resolve(), args.timeout, args.kernel)
         if not args.inplace:  # the copy also when it failed: outputs up to the error
             args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 
 from tools.authoring.lesson_size import NOTEBOOKS, part_of
-from tools.lessons import lesson_notebooks
+from tools.lessons import LessonError, lesson_notebooks, read_notebook
 
 RISE = {"theme": "white", "scroll": True, "auto_select": "none"}  # notebook metadata read by RISE
 
@@ -67,15 +67,18 @@ def stamp(nb: nbformat.NotebookNode) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["write", "check"])
-    parser.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/*.ipynb")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: the listed lessons")
     args = parser.parse_args(argv)
-    paths = args.notebooks or lesson_notebooks(NOTEBOOKS)
-    if missing := [str(p) for p in paths if not p.is_file()]:
-        print(f"error: no such notebook: {', '.join(missing)}", file=sys.stderr)
+    try:  # every notebook is read before the first is written
+        paths = args.notebooks or lesson_notebooks(NOTEBOOKS)
+        if missing := [str(p) for p in paths if not p.is_file()]:
+            raise LessonError(f"no such notebook: {', '.join(missing)}")
+        notebooks = [read_notebook(path) for path in paths]
+    except LessonError as err:  # the table of contents, a notebook that is not JSON
+        print(f"error: {err}", file=sys.stderr)
         return 2
     problems = []
-    for path in paths:
-        nb = nbformat.read(path, as_version=4)
+    for path, nb in zip(paths, notebooks, strict=True):
         if args.command == "write" and stamp(nb):
             nbformat.write(nb, path)
             print(f"{path.name}: slide metadata written")

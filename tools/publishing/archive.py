@@ -1,9 +1,10 @@
 """The whole collection as one zip (``make html`` puts it on the site): a notebook does not
 run without ``utils``, and 05 launches ``scripts/``. It holds the files git tracks, as they are
 in the working tree, plus GENERATED: a complete project with the clone's commands. No data,
-no build output, nothing git does not track (``.env``), no link out of the project, nothing
-in a linked folder (tools/owned.py: a folder linked from elsewhere is not the project's), no name
-that would unpack elsewhere; each file left out is named in one line. MANIFEST lists the
+no build output, nothing git does not track (``.env``), no notebook that ``_toc.yml`` does not
+list as a lesson (in either language), no link out of the project, nothing in a linked folder
+(tools/owned.py: a folder linked from elsewhere is not the project's), no name that would
+unpack elsewhere; each file left out is named in one line. MANIFEST lists the
 files, so an unpacked copy (no git) makes the same zip again.
 
     python -m tools.publishing.archive build/site/pytorch-blitz.zip
@@ -17,6 +18,7 @@ import sys
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from tools import lessons
 from tools.owned import within
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,12 +67,20 @@ def members(root: Path = ROOT) -> list[str]:
         print(message, file=sys.stderr)
 
     names = _listed(root)
+    notebooks = [n for n in names if n.startswith("notebooks/") and n.endswith(".ipynb")]
+    try:  # which of them are lessons: the table of contents says (none to ask without one)
+        lesson_names = {p.name for p in lessons.listed(root / "notebooks")} if notebooks else set()
+    except lessons.LessonError as err:
+        raise ArchiveError(str(err)) from None
     listed, kept = set(names), []
     for name in names:
         parts = PurePosixPath(name).parts
         if set(parts) & SKIP_PARTS or name.endswith(tuple(SKIP_SUFFIXES)):
             continue
         if parts[-1].startswith(".") and parts[-1] not in HIDDEN_KEPT:  # .env and the like
+            continue
+        if parts[0] == "notebooks" and name.endswith(".ipynb") and parts[-1] not in lesson_names:
+            log(f"{NAME}: left out {name}: not a lesson (not listed in {lessons.TOC})")
             continue
         if "\\" in name or ".." in parts or name.startswith("/"):
             log(f"{NAME}: left out {name!r}: that name would unpack outside its place")

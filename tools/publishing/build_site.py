@@ -29,7 +29,7 @@ import nbformat
 
 from tools import conventions
 from tools.authoring import i18n, lesson_size
-from tools.lessons import lesson_notebooks
+from tools.lessons import LessonError, lesson_notebooks
 from tools.publishing import archive, pages
 from tools.publishing.decks import REVEAL, TEMPLATES
 from tools.publishing.pages import STATIC, Lesson, SiteError, parse_header
@@ -189,13 +189,12 @@ def build_site(
     (:func:`building`, waiting at most ``wait_s``); a failed build leaves nothing there.
     ``execute`` re-runs each notebook in memory first. A translated page shows the
     English text of a cell its catalog lacks (``i18n.py check`` fails until none is left).
-    Bad input raises :class:`SiteError` or ``i18n.I18nError``, saying what to fix.
+    Bad input raises :class:`SiteError`, ``LessonError`` (the table of contents) or
+    ``i18n.I18nError``, saying what to fix.
     """
     if out_dir.is_symlink():  # replacing it would write, or delete, through the link
         raise SiteError(f"{out_dir} is a symbolic link: give the folder it points to")
     paths = lesson_notebooks(notebooks_dir, log)
-    if not paths:
-        raise SiteError(f"no notebooks (NN_name.ipynb) in {notebooks_dir}: nothing to build")
     notebooks = [i18n.load_notebook(p) for p in paths]
     codes = conventions.codes() if translations is not None else [conventions.SOURCE]
     catalogs = {
@@ -300,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             translations=None if args.english_only else args.translations,
             wait_s=args.wait,
         )
-    except (SiteError, i18n.I18nError, archive.ArchiveError) as exc:
+    except (SiteError, LessonError, i18n.I18nError, archive.ArchiveError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(
