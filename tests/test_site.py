@@ -205,6 +205,7 @@ def _tiny_lessons(tmp_path: Path) -> Path:
     src = tmp_path / "notebooks"
     src.mkdir()
     nbformat.write(new_notebook(cells=[new_markdown_cell(GOOD_HEADER)]), src / "07_x.ipynb")
+    list_lessons(src)
     return src
 
 
