@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 import torchvision
-import torchvision.transforms as T
 from torch import nn
+from torchvision.transforms import v2
 
 import utils
 from tools.authoring import lesson_size, save_cells
@@ -227,7 +227,9 @@ def test_to_tensors_equals_the_per_image_transform() -> None:
     mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
     data = TinyCIFAR()
     X, y = utils.to_tensors(data, mean, std)
-    transform = T.Compose([T.ToTensor(), T.Normalize(mean, std)])
+    transform = v2.Compose(
+        [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
+    )
     assert X.shape == (5, 3, 32, 32) and y.tolist() == [0, 1, 2, 3, 4]
     for x, image in zip(X, data.data, strict=True):
         torch.testing.assert_close(x, transform(image))
@@ -236,7 +238,7 @@ def test_to_tensors_equals_the_per_image_transform() -> None:
 def test_imshow_undoes_the_normalization() -> None:
     img = torch.rand(3, 4, 6)
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.5)
-    normalized = T.Normalize(mean, std)(img)
+    normalized = v2.Normalize(mean, std)(img)
     ax = utils.imshow(normalized, mean, std)
     shown = torch.as_tensor(np.asarray(ax.images[0].get_array()))
     torch.testing.assert_close(shown, img.permute(1, 2, 0))
@@ -245,11 +247,13 @@ def test_imshow_undoes_the_normalization() -> None:
 
 def test_better_net_with_and_without_batch_norm() -> None:
     normed, plain = utils.better_net(), utils.better_net(batch_norm=False)
-    assert isinstance(normed[0][2], nn.BatchNorm2d)  # batch norm after the pooling
+    # the textbook order: convolution, (batch norm,) ReLU, then max-pooling, in every block
+    textbook = [nn.Conv2d, nn.BatchNorm2d, nn.ReLU, nn.MaxPool2d]
+    for block in normed[:3]:
+        assert [type(m) for m in block] == textbook
+    for block in plain[:3]:
+        assert [type(m) for m in block] == [nn.Conv2d, nn.ReLU, nn.MaxPool2d]
     assert not any(isinstance(m, nn.BatchNorm2d) for m in plain.modules())
-    conv, pool, relu = plain[0]  # ReLU after the pooling computes what it would before it
-    x = torch.randn(2, 3, 8, 8)
-    torch.testing.assert_close(plain[0](x), pool(relu(conv(x))), rtol=0, atol=0)
     # three conv biases replace three batch norms' scale and shift: 16 + 32 + 64 fewer weights
     count = [sum(p.numel() for p in m.parameters()) for m in (normed, plain)]
     assert count[0] - count[1] == 16 + 32 + 64
@@ -288,13 +292,31 @@ def test_training_lowers_the_loss_and_accuracy_counts() -> None:
     y = (X.mean(dim=(1, 2, 3)) > 0).long()  # a learnable rule
     model, cpu = utils.better_net(width=4), torch.device("cpu")
     optimizer = utils.sgd(0.1)(model.parameters())
+    scaler = utils.grad_scaler_for(cpu)
+    assert not scaler.is_enabled()  # float32 on the CPU: nothing to scale
     losses = [
-        utils.train_one_epoch(model, optimizer, nn.CrossEntropyLoss(), X, y, 16, cpu)
+        utils.train_one_epoch(model, optimizer, nn.CrossEntropyLoss(), X, y, 16, cpu, scaler)
         for _ in range(16)
     ]
     assert losses[-1] < losses[0]
     assert 0.5 < utils.accuracy(model, X, y, cpu) <= 1.0
     assert 0.0 <= utils.accuracy(model, X, y, cpu, flips=True) <= 1.0
+
+
+def test_train_one_epoch_keeps_the_scaler_it_is_given_across_epochs() -> None:
+    """The scaler is created once per run: its scale keeps growing over epochs. A scaler made
+    inside each epoch would start again from init_scale every time."""
+    torch.manual_seed(0)
+    X, y = torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,))
+    model, cpu = utils.better_net(width=4), torch.device("cpu")
+    optimizer = utils.sgd(0.01)(model.parameters())
+    # an enabled scaler on the CPU (float32 gradients never overflow here): it doubles its
+    # scale after every 3 steps in a row without overflow
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0, growth_interval=3)
+    for _ in range(2):  # 2 epochs of 4 steps: doubled after steps 3 and 6
+        utils.train_one_epoch(model, optimizer, nn.CrossEntropyLoss(), X, y, 16, cpu, scaler)
+    assert scaler.get_scale() == 8.0
+    assert scaler.state_dict()["_growth_tracker"] == 2
 
 
 @pytest.mark.parametrize(("native_bf16", "dtype"), [(True, torch.bfloat16), (False, torch.float16)])
@@ -303,6 +325,7 @@ def test_mixed_precision_only_on_cuda(monkeypatch, native_bf16: bool, dtype) -> 
     assert utils.amp_dtype_for(torch.device("cuda")) == dtype
     assert utils.amp_dtype_for(torch.device("cpu")) is None
     assert utils.amp_dtype_for(torch.device("mps")) is None
+    assert not utils.grad_scaler_for(torch.device("cpu")).is_enabled()
 
 
 # --- notebook 05: data parallelism from scratch --------------------------------------------

@@ -10,6 +10,7 @@ from .cifar10 import (
     augment,
     better_net,
     conv_block,
+    grad_scaler_for,
     imshow,
     one_cycle,
     sgd,

@@ -9,7 +9,7 @@ from torch import nn
 
 
 def imshow(img: torch.Tensor, mean: tuple, std: tuple, ax=None):
-    """Show a normalized C x H x W image tensor (e.g. from `make_grid`); return the axes."""
+    """Show a normalized C x H x W image tensor (e.g. from `make_grid`); return the Axes."""
     pixels = img.cpu() * torch.tensor(std).view(-1, 1, 1) + torch.tensor(mean).view(-1, 1, 1)
     if ax is None:
         _, ax = plt.subplots()
@@ -32,6 +32,11 @@ def amp_dtype_for(device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if native_bf16 else torch.float16
 
 
+def grad_scaler_for(device: torch.device) -> torch.amp.GradScaler:
+    # Loss scaling for float16 only; a disabled scaler passes everything through unchanged.
+    return torch.amp.GradScaler("cuda", enabled=amp_dtype_for(device) == torch.float16)
+
+
 def train_one_epoch(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -40,11 +45,11 @@ def train_one_epoch(
     y_train: torch.Tensor,
     batch_size: int,
     device: torch.device,
+    scaler: torch.amp.GradScaler,
     scheduler=None,
     augment_fn=None,
 ) -> float:
     amp_dtype = amp_dtype_for(device)
-    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**10, enabled=amp_dtype == torch.float16)
     model.train()
     order = torch.randperm(len(X_train))
     steps, total = len(X_train) // batch_size, 0.0  # the last incomplete batch is dropped
@@ -64,14 +69,14 @@ def train_one_epoch(
     return total / steps  # the epoch's mean training loss
 
 
-def accuracy(model: nn.Module, X_test, y_test, device: torch.device, flips: bool = False) -> float:
+def accuracy(model: nn.Module, X, y, device: torch.device, flips: bool = False) -> float:
     model.eval()
     with torch.no_grad():
-        X = X_test.to(device)
+        X = X.to(device)
         scores = model(X).float().softmax(1)
         if flips:  # average with the mirror image's scores
             scores = scores + model(X.flip(3)).float().softmax(1)
-    return (scores.argmax(1).cpu() == y_test).float().mean().item()
+    return (scores.argmax(1).cpu() == y).float().mean().item()
 
 
 def sgd(lr: float, **kw):
@@ -82,13 +87,13 @@ def sgd(lr: float, **kw):
 def conv_block(c_in: int, c_out: int, batch_norm: bool = True) -> nn.Sequential:
     if not batch_norm:
         return nn.Sequential(
-            nn.Conv2d(c_in, c_out, kernel_size=3, padding=1), nn.MaxPool2d(2), nn.ReLU()
+            nn.Conv2d(c_in, c_out, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2)
         )
     return nn.Sequential(
         nn.Conv2d(c_in, c_out, kernel_size=3, padding=1, bias=False),
-        nn.MaxPool2d(2),
         nn.BatchNorm2d(c_out),
         nn.ReLU(),
+        nn.MaxPool2d(2),
     )
 
 
