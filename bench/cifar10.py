@@ -7,8 +7,9 @@
 Side by side, in one run, on the same machine and the same data:
 
 * **baseline** -- the official recipe as notebook 04 teaches it, with its own data
-  pipeline: PIL images through ``ToTensor`` + ``Normalize`` in a ``DataLoader``, batch size
-  4, ``utils.LeNet(in_channels=3)``, cross-entropy, SGD lr 0.001 momentum 0.9, 2 epochs.
+  pipeline: PIL images through ``v2.ToImage``, ``v2.ToDtype`` and ``v2.Normalize`` in a
+  ``DataLoader``, batch size 4, ``utils.LeNet(in_channels=3)``, cross-entropy, SGD lr 0.001
+  momentum 0.9, 2 epochs.
   Its wall-clock time (data loading included) becomes the budget.
 * **better** -- notebook 04's "Going further" recipe (data kept as one tensor, batches of
   64, the network and augmentation of notebook 04, one-cycle schedule, Nesterov,
@@ -37,9 +38,9 @@ import time
 from pathlib import Path
 
 import torch
-import torchvision.transforms as T
 from torch import nn
 from torch.utils.data import DataLoader, Subset
+from torchvision.transforms import v2
 
 import utils
 from utils.cli import number
@@ -55,7 +56,9 @@ PCT_START = 0.3  # OneCycleLR's default fraction of the run spent warming up
 # ----------------------------------------------------------------------------- data
 def datasets_to_run(root: Path, smoke: bool) -> list[tuple[str, object, object]]:
     """(source, train, test) for the subset and/or the full dataset, whichever exist."""
-    transform = T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)])
+    transform = v2.Compose(
+        [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)]
+    )
     found = []
     saved = os.environ.get(CHOICE_ENV)
     try:
@@ -161,7 +164,7 @@ def run_better(
     total_steps = None if num_epochs is None else num_epochs * steps_per_epoch
     # As in notebook 04: native bfloat16, else float16 with loss scaling; float32 on the CPU.
     amp_dtype = utils.amp_dtype_for(device)
-    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**10, enabled=amp_dtype == torch.float16)
+    scaler = utils.grad_scaler_for(device)
     step = 0
     model.train()
     while True:
