@@ -231,6 +231,16 @@ def test_a_port_that_cannot_be_opened_is_not_called_in_use(
     assert said in message and message.endswith(("make lab", "administrator")), message
 
 
+def _once_settled(page, script: str, arg, settled) -> object:
+    """What ``script(arg)`` returns in the page once ``settled`` holds for it (Lab applies a
+    notebook's stored fold state after it renders the cells), or what it returns when
+    TIMEOUT_S has passed without that: the caller's assertion then says what Lab showed."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not settled(value := page.evaluate(script, arg)) and time.monotonic() < deadline:
+        page.wait_for_timeout(100)  # poll the page's state, bounded by the deadline
+    return value
+
+
 @pytest.mark.e2e
 def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
     """A deep dive's heading is stored collapsed (tools/authoring/lesson_size.py write): Lab
@@ -253,9 +263,10 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
         shown = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(heading)})").first
         shown.wait_for(state="attached", timeout=TIMEOUT_S * 1000)
         shown.scroll_into_view_if_needed()  # Lab renders the cells near the viewport only
-        time.sleep(2)  # let Lab apply the stored collapse state to the cells below
-        # The cell after the heading (whatever its type): present, and hidden by the fold.
-        below = page.evaluate(
+        # The cell after the heading (whatever its type): present, and hidden by the fold
+        # once Lab has applied the stored collapse state (waited for, then read).
+        below = _once_settled(
+            page,
             """(heading) => {
                 const cells = [...document.querySelectorAll(".jp-Notebook .jp-Cell")];
                 const i = cells.findIndex((c) => {
@@ -266,6 +277,7 @@ def test_deep_dives_open_folded_in_lab(lab: Lab, browser) -> None:
                 return cells[i + 1].checkVisibility();
             }""",
             heading,
+            settled=lambda below: below is False,
         )
         assert below is not None, f"{path.name}: Lab shows no cell after {heading!r}"
         assert below is False, f"{path.name}: the deep dive under {heading!r} is not folded"
@@ -332,8 +344,8 @@ def test_solutions_open_folded_in_lab(lab: Lab, browser) -> None:
         shown = page.locator(f".jp-MarkdownOutput:has-text({json.dumps(heading)})").first
         shown.wait_for(state="attached", timeout=TIMEOUT_S * 1000)
         shown.scroll_into_view_if_needed()  # Lab renders the cells near the viewport only
-        time.sleep(2)
-        state = page.evaluate(
+        state = _once_settled(
+            page,
             """(heading) => {
                 const cells = [...document.querySelectorAll(".jp-Notebook .jp-Cell")];
                 const i = cells.findIndex((c) => {
@@ -349,6 +361,7 @@ def test_solutions_open_folded_in_lab(lab: Lab, browser) -> None:
                 };
             }""",
             heading,
+            settled=lambda state: state == {"editorShown": False, "placeholder": True},
         )
         assert state is not None, f"{path.name}: no code cell after {heading!r} in Lab"
         assert state == {"editorShown": False, "placeholder": True}, state
