@@ -1,0 +1,124 @@
+"""Checks for the lessons' exercises: the learner runs them, the class grader reuses them.
+
+Each lesson has a module here (``tensors`` for 01, ``autograd`` for 02, ...) holding one
+:class:`Exercise` per exercise. In the notebook a learner writes an answer in the cell
+below the question, then runs the check cell::
+
+    from utils.exercises import tensors as ex
+    ...
+    ex.q1.check(centred)
+
+and reads one line back: right, not right yet with a hint (what to look at, never the
+answer), or not done yet while the answer is still the placeholder ``...``. A check never
+raises, so "Restart & Run All" always completes. The grader calls :meth:`Exercise.grade`
+instead, which raises ``AssertionError`` with the same hint, so an unanswered or wrong
+exercise scores 0 (tools/teaching/grade.py).
+
+The checks speak the notebook's language: Chinese for a notebook run from a folder named
+``zh`` (``notebooks/zh``, a Chinese assignment), English otherwise; ``BLITZ_LANG=zh`` or
+``en`` overrides it. No lesson teaches this module: it is written by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LANGUAGES = ("en", "zh")
+
+MESSAGES = {
+    "right": {"en": "✓ Exercise {n}: right.", "zh": "✓ 练习 {n}：正确。"},
+    "wrong": {
+        "en": "✗ Exercise {n}: not right yet. Hint: {hint}",
+        "zh": "✗ 练习 {n}：还不对。提示：{hint}",
+    },
+    "todo": {
+        "en": "… Exercise {n}: not done yet: replace the ... in the answer cell with your answer.",
+        "zh": "… 练习 {n}：还没做：把答案单元格里的 ... 换成你的答案。",
+    },
+    "raised": {
+        "en": "✗ Exercise {n}: your answer raised {error}. Hint: {hint}",
+        "zh": "✗ 练习 {n}：你的答案抛出了 {error}。提示：{hint}",
+    },
+}
+
+
+def language() -> str:
+    """``BLITZ_LANG`` if set, else ``zh`` inside a folder named ``zh``, else ``en``."""
+    chosen = os.environ.get("BLITZ_LANG", "").strip()
+    if chosen:
+        if chosen not in LANGUAGES:
+            raise ValueError(f"BLITZ_LANG={chosen!r}: use one of {', '.join(LANGUAGES)}")
+        return chosen
+    return "zh" if "zh" in Path.cwd().parts else "en"
+
+
+class Wrong(Exception):
+    """An answer that is not right yet; ``en`` and ``zh`` say what to look at."""
+
+    def __init__(self, en: str, zh: str):
+        super().__init__(en)
+        self.hints = {"en": en, "zh": zh}
+
+
+class NotDone(Exception):
+    """The answer is still a placeholder (e.g. for a function returning None)."""
+
+
+def _is_placeholder(value: Any) -> bool:
+    return value is Ellipsis
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: its number in the lesson and a judge that raises :class:`Wrong`."""
+
+    number: int
+    judge: Callable[..., None]
+    # What a judge's unexpected exception means for the learner (e.g. "run the cells above").
+    on_error: tuple[str, str] = (
+        "run your answer on a small input and read the error; the question says what to return.",
+        "用一个小输入运行你的答案并读一读报错；题目写明了要返回什么。",
+    )
+
+    def outcome(self, *answers: Any, lang: str | None = None) -> tuple[str, str]:
+        """``(status, message)`` with status ``right``, ``wrong``, ``todo`` or ``raised``."""
+        lang = lang or language()
+        n = self.number
+        try:
+            if any(_is_placeholder(a) for a in answers):
+                raise NotDone
+            self.judge(*answers)
+        except NotDone:
+            return "todo", MESSAGES["todo"][lang].format(n=n)
+        except Wrong as wrong:
+            return "wrong", MESSAGES["wrong"][lang].format(n=n, hint=wrong.hints[lang])
+        except Exception as err:  # the learner's code failed inside the judge: say so, briefly
+            hint = self.on_error[LANGUAGES.index(lang)]
+            error = f"{type(err).__name__}: {err}"
+            return "raised", MESSAGES["raised"][lang].format(n=n, error=error, hint=hint)
+        return "right", MESSAGES["right"][lang].format(n=n)
+
+    def check(self, *answers: Any) -> bool:
+        """Print one line about the answer; True when it is right. Never raises."""
+        status, message = self.outcome(*answers)
+        print(message)
+        return status == "right"
+
+    def grade(self, *answers: Any) -> None:
+        """The grader's test: raise ``AssertionError`` (with the hint) unless it is right."""
+        status, message = self.outcome(*answers)
+        if status != "right":
+            raise AssertionError(message)
+
+
+def exercise(number: int) -> Callable[[Callable[..., None]], Exercise]:
+    """Decorator: turn a judge function into the lesson's :class:`Exercise` ``number``."""
+
+    def wrap(judge: Callable[..., None]) -> Exercise:
+        return Exercise(number, judge)
+
+    return wrap
