@@ -669,26 +669,20 @@ def _archive(members: dict[str, Path], path: Path) -> str:
 
 
 @pytest.fixture
-def serve(monkeypatch: pytest.MonkeyPatch):
-    """serve(bytes): torchvision's CIFAR-10 URL now answers with them, from 127.0.0.1; returns
-    what the server saw of the socket module while it answered."""
+def answer(monkeypatch: pytest.MonkeyPatch):
+    """answer(do_GET): torchvision's CIFAR-10 URL is served from 127.0.0.1 by ``do_GET(handler)``;
+    returns the server's base URL."""
     import http.server
-    import socket
     import threading
 
     import torchvision.datasets as tvd
 
-    seen: list[tuple] = []
     servers = []
 
-    def start(body: bytes) -> list[tuple]:
+    def start(do_get) -> str:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                seen.append((socket.SocketIO.readinto, socket.getdefaulttimeout()))
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                do_get(self)
 
             def log_message(self, *args) -> None:
                 pass
@@ -696,14 +690,39 @@ def serve(monkeypatch: pytest.MonkeyPatch):
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
-        url = f"http://127.0.0.1:{server.server_address[1]}/cifar-10-python.tar.gz"
-        monkeypatch.setattr(tvd.CIFAR10, "url", url)
-        return seen
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        monkeypatch.setattr(tvd.CIFAR10, "url", f"{base}/cifar-10-python.tar.gz")
+        return base
 
     yield start
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def serve(answer):
+    """serve(bytes): torchvision's CIFAR-10 URL now answers with them, from 127.0.0.1; returns
+    what the server saw of the socket module while it answered."""
+    import socket
+
+    seen: list[tuple] = []
+
+    def send(handler) -> None:
+        seen.append((socket.SocketIO.readinto, socket.getdefaulttimeout()))
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def start(data: bytes) -> list[tuple]:
+        nonlocal body
+        body = data
+        answer(send)
+        return seen
+
+    body = b""
+    return start
 
 
 @pytest.mark.timeout(60)
@@ -782,38 +801,6 @@ def test_a_damaged_archive_copied_into_data_is_named_with_what_to_do(
     assert "could not download" not in msg and "\n" not in msg, msg
     assert no_network == [], "a download was tried over the learner's copy"
     assert archive.read_bytes() == b"\x1f\x8b" + bytes(100_000)
-
-
-@pytest.fixture
-def answer(monkeypatch: pytest.MonkeyPatch):
-    """answer(do_GET): torchvision's CIFAR-10 URL is served from 127.0.0.1 by ``do_GET(handler)``;
-    returns the server's base URL."""
-    import http.server
-    import threading
-
-    import torchvision.datasets as tvd
-
-    servers = []
-
-    def start(do_get) -> str:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                do_get(self)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        monkeypatch.setattr(tvd.CIFAR10, "url", f"{base}/cifar-10-python.tar.gz")
-        return base
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.timeout(60)
