@@ -30,6 +30,7 @@ import nbformat
 from tools import conventions
 from tools.authoring import i18n, lesson_size
 from tools.lessons import LessonError, lesson_notebooks
+from tools.owned import entries, is_regular
 from tools.publishing import archive, pages
 from tools.publishing.decks import REVEAL, TEMPLATES
 from tools.publishing.pages import STATIC, Lesson, SiteError, parse_header
@@ -119,9 +120,21 @@ def _sha256(path: Path) -> str:
 
 def record_build(out_dir: Path) -> None:
     """Write ``MANIFEST``: every file now under ``out_dir`` (a build's, just written)."""
-    files = sorted(p for p in out_dir.rglob("*") if p.is_file())
+    files = [p for p in entries(out_dir) if is_regular(p)]
     lines = [f"{_sha256(p)}  {p.relative_to(out_dir).as_posix()}\n" for p in files]
     (out_dir / MANIFEST).write_text("".join(lines), encoding="utf-8")
+
+
+def out_problem(out_dir: Path) -> str | None:
+    """Why ``out_dir`` cannot be the site's own folder, in one line; None when it can."""
+    if out_dir.is_symlink():  # replacing it would write, or delete, through the link
+        return f"{out_dir} is a symbolic link: give the folder it points to"
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if existing == out_dir and not out_dir.is_dir():
+        return f"{out_dir} is a file, not a folder: give a folder for the site"
+    if existing is not None and not existing.is_dir():
+        return f"{out_dir} is inside {existing}, which is a file: give a folder"
+    return None
 
 
 def check_rebuildable(out_dir: Path) -> None:
@@ -139,17 +152,15 @@ def check_rebuildable(out_dir: Path) -> None:
     lines = manifest.read_text(encoding="utf-8", errors="replace").splitlines()
     recorded = {name: digest for digest, _, name in (line.partition("  ") for line in lines)}
     foreign, changed = [], []
-    for root, dirs, files in os.walk(out_dir):  # a link to a folder is listed, not entered
-        dirs.sort()
-        here = Path(root).relative_to(out_dir)
-        foreign += [f"{(here / d).as_posix()}/" for d in dirs if (Path(root) / d).is_symlink()]
-        for name in sorted(files):
-            rel, path = (here / name).as_posix(), Path(root) / name
-            # A FIFO or device is never the build's, and reading one could block forever.
-            if rel != MANIFEST and (rel not in recorded or path.is_symlink() or not path.is_file()):
-                foreign.append(rel)
-            elif rel != MANIFEST and _sha256(path) != recorded[rel]:
-                changed.append(rel)
+    for path in entries(out_dir):  # a link, to a folder too, is listed and never entered
+        rel = path.relative_to(out_dir).as_posix()
+        if rel == MANIFEST:
+            continue
+        # A link, FIFO or device is never the build's, and reading one could block forever.
+        if rel not in recorded or not is_regular(path):
+            foreign.append(rel)
+        elif _sha256(path) != recorded[rel]:
+            changed.append(rel)
     if lost := foreign + changed:
         named = ", ".join(lost[:2]) + (f" and {len(lost) - 2} more" if len(lost) > 2 else "")
         what = "files this tool did not write" if foreign else "files changed since the build"
@@ -192,8 +203,8 @@ def build_site(
     Bad input raises :class:`SiteError`, ``LessonError`` (the table of contents) or
     ``i18n.I18nError``, saying what to fix.
     """
-    if out_dir.is_symlink():  # replacing it would write, or delete, through the link
-        raise SiteError(f"{out_dir} is a symbolic link: give the folder it points to")
+    if problem := out_problem(out_dir):
+        raise SiteError(problem)
     paths = lesson_notebooks(notebooks_dir, log)
     notebooks = [i18n.load_notebook(p) for p in paths]
     codes = conventions.codes() if translations is not None else [conventions.SOURCE]
@@ -280,13 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     # Usage errors (exit 2) before anything is read or written; build_site checks the content.
-    existing = next((p for p in (args.out, *args.out.parents) if p.exists()), None)
-    if args.out.is_symlink():
-        parser.error(f"--out {args.out} is a symbolic link: give the folder it points to")
-    if existing == args.out and not args.out.is_dir():
-        parser.error(f"--out {args.out} is a file, not a folder: give a folder for the site")
-    if existing is not None and not existing.is_dir():
-        parser.error(f"--out {args.out} is inside {existing}, which is a file: give a folder")
+    if problem := out_problem(args.out):
+        parser.error(f"--out {problem}")
     if not args.notebooks.is_dir():
         parser.error(f"--notebooks {args.notebooks} is not a folder")
     start = time.perf_counter()
