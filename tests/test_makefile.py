@@ -133,20 +133,6 @@ def test_make_clean_never_deletes_an_absolute_path_its_record_names(tmp_path: Pa
 
 
 @needs_make
-def test_make_clean_never_deletes_a_recorded_file_through_a_link_in_the_site(
-    tmp_path: Path,
-) -> None:
-    # Item 7: build/site/docs -> /elsewhere; the record names docs/notes.txt with its digest.
-    root = _with_makefile(tmp_path / "project")
-    elsewhere = _outside(tmp_path, {"notes.txt": "mine"})
-    _recorded(root, {"docs/notes.txt": "mine"})
-    (root / "build/site/docs").symlink_to(elsewhere)
-    proc = _make(root, "clean")
-    assert (elsewhere / "notes.txt").read_text() == "mine"
-    assert "build/site/docs" in proc.stdout, "the link is named among what was kept"
-
-
-@needs_make
 @pytest.mark.parametrize("folder", ["build/screenshots", "build/gpu-run", "build"])
 def test_make_clean_never_empties_a_folder_its_output_folder_links_to(
     tmp_path: Path, folder: str
@@ -163,20 +149,40 @@ def test_make_clean_never_empties_a_folder_its_output_folder_links_to(
     assert {n: (elsewhere / n).read_text() for n in mine} == mine
 
 
+# Item 7: build/site/docs -> /elsewhere, and the record names docs/notes.txt with its digest.
+# Item 9: notebooks/other -> another project whose notebooks wrote .runs, and
+# notebooks/checkpoints -> that project's .runs.
+CLEANED_THROUGH_LINKS = {
+    "a-recorded-file-through-a-link-in-the-site": (
+        "clean",
+        {"notes.txt": "mine"},
+        {"build/site/docs": ""},
+        "build/site/docs",
+    ),
+    "runs-of-a-project-linked-into-notebooks": (
+        "clean-runs",
+        {".runs/model.pt": "weeks of training"},
+        {"notebooks/other": "", "notebooks/checkpoints": ".runs"},
+        "kept notebooks/other/.runs, notebooks/checkpoints: a link",
+    ),
+}
+
+
 @needs_make
-def test_make_clean_runs_never_deletes_runs_of_a_project_linked_into_notebooks(
-    tmp_path: Path,
-) -> None:
-    # Item 9: notebooks/other -> another project whose notebooks wrote .runs.
+@pytest.mark.parametrize("case", sorted(CLEANED_THROUGH_LINKS))
+def test_make_clean_never_deletes_through_a_link_and_names_it(tmp_path: Path, case: str) -> None:
+    target, theirs, links, named = CLEANED_THROUGH_LINKS[case]
     root = _with_makefile(tmp_path / "project")
-    elsewhere = _outside(tmp_path, {".runs/model.pt": "weeks of training"})
+    elsewhere = _outside(tmp_path, theirs)
+    _recorded(root, {"docs/notes.txt": "mine"})
     _write(root, {"notebooks/.runs/a.pt": "ours"})
-    (root / "notebooks/other").symlink_to(elsewhere)
-    (root / "notebooks/checkpoints").symlink_to(elsewhere / ".runs")
-    proc = _make(root, "clean-runs")
-    assert (elsewhere / ".runs/model.pt").read_text() == "weeks of training"
-    assert not (root / "notebooks/.runs").exists(), "this project's runs still go"
-    assert "kept notebooks/other/.runs, notebooks/checkpoints: a link" in proc.stdout, proc.stdout
+    for link, inside in links.items():
+        (root / link).symlink_to(elsewhere / inside)
+    proc = _make(root, target)
+    assert {n: (elsewhere / n).read_text() for n in theirs} == theirs
+    assert named in proc.stdout, proc.stdout
+    if target == "clean-runs":
+        assert not (root / "notebooks/.runs").exists(), "this project's runs still go"
 
 
 @needs_make
