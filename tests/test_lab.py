@@ -381,6 +381,9 @@ RISE_UPSTREAM_ERRORS = (
 )
 
 
+PRESS_S = 5  # longest a press of → may take to show what it shows (they take milliseconds)
+
+
 def _open_slideshow(page, lab: Lab, notebook: str):
     """Open ``notebook`` in Lab and click "Render as slideshow": RISE's frame, once a slide
     shows."""
@@ -389,7 +392,9 @@ def _open_slideshow(page, lab: Lab, notebook: str):
     page.goto(f"http://127.0.0.1:{lab.port}/lab/tree/{notebook}?reset&token={token}")
     panel = page.locator(".jp-NotebookPanel:visible")
     panel.locator(".jp-Cell").first.wait_for(timeout=180_000)
-    time.sleep(2)  # let Lab settle the notebook's toolbar and kernel
+    # RISE opens the slideshow with the notebook's kernel: wait until it is started and idle
+    idle = panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    idle.wait_for(timeout=180_000)
     panel.locator('[title^="Render the current notebook as Reveal Slideshow"]').click()
     frame = page.frame_locator("iframe[src*='/rise/']").first
     frame.locator(".reveal .slides section.present").first.wait_for(timeout=120_000)
@@ -410,7 +415,8 @@ def test_the_arrow_key_walks_a_rise_slideshow_and_shows_every_code_cell(lab, bro
     try:
         _open_slideshow(page, lab, "03_neural_networks.ipynb")
         frame = next(f for f in page.frames if "/rise/" in f.url)
-        time.sleep(2)  # RISE settles on its first slide
+        # reveal.js marks its root "ready" once it has laid out the slides and taken keys
+        frame.wait_for_function("() => !!document.querySelector('.reveal.ready')")
         shown = """() => {
             const cells = [...document.querySelectorAll('.reveal .jp-CodeCell:not(.reveal-skip)')];
             const on = c => c.closest('section.present') && !c.closest('.fragment:not(.visible)');
@@ -423,14 +429,18 @@ def test_the_arrow_key_walks_a_rise_slideshow_and_shows_every_code_cell(lab, bro
         }"""
         state = """() => [[...document.querySelectorAll('section.present')].at(-1).id,
             document.querySelectorAll('section.present .fragment.visible').length]"""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        changed = f"before => JSON.stringify(({state})()) !== JSON.stringify(before)"
         total, seen = frame.evaluate(shown)
         seen, steps, idle = set(seen), 0, []
         while not frame.evaluate(at_end) and steps < 4 * total + 40:
             before = frame.evaluate(state)
             page.keyboard.press("ArrowRight")  # where a teacher's key goes: the focused cell
-            time.sleep(0.4)
             steps += 1
-            if frame.evaluate(state) == before:  # a press that changed nothing on screen
+            try:  # the next slide or fragment shows; a press that changes nothing has a bound
+                frame.wait_for_function(changed, arg=before, timeout=PRESS_S * 1000)
+            except PlaywrightTimeout:
                 idle.append((steps, before))
             seen.update(frame.evaluate(shown)[1])
         assert frame.evaluate(at_end), f"→ did not reach the last slide in {steps} presses"
