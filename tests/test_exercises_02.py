@@ -8,16 +8,13 @@ that points at them (utils/exercises/autograd.py).
 from __future__ import annotations
 
 import contextlib
-import re
 
 import pytest
 import torch
 from torch import nn
 
+from tests.exercise_cases import outcome_tests
 from utils.exercises import autograd as ex
-
-HAN = re.compile(r"[\u4e00-\u9fff]")
-LANGS = ("en", "zh")
 
 
 def g_points(requires_grad: bool = True) -> torch.Tensor:
@@ -238,33 +235,12 @@ WRONG = {
 }
 
 
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("name", sorted(RIGHT))
-def test_the_solutions_answer_is_right(name, lang):
-    status, message = getattr(ex, name).outcome(*RIGHT[name](), lang=lang)
-    assert status == "right", message
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("name", sorted(PLACEHOLDERS))
-def test_the_answer_cells_placeholder_is_not_done_yet(name, lang):
-    status, message = getattr(ex, name).outcome(*PLACEHOLDERS[name](), lang=lang)
-    assert status == "todo", message
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("case", sorted(WRONG))
-def test_a_learners_mistake_gets_its_hint(case, lang):
-    name, answers, en, zh = WRONG[case]
-    status, message = getattr(ex, name).outcome(*answers(), lang=lang)
-    assert status == "wrong", message
-    assert (en if lang == "en" else zh) in message
-    assert bool(HAN.search(message)) == (lang == "zh"), message
-
-
-def test_every_exercise_has_two_recorded_mistakes():
-    counts = {name: sum(case[0] == name for case in WRONG.values()) for name in RIGHT}
-    assert min(counts.values()) >= 2, counts
+(
+    test_the_solutions_answer_is_right,
+    test_the_answer_cells_placeholder_is_not_done_yet,
+    test_a_learners_mistake_gets_its_hint,
+    test_every_exercise_has_two_recorded_mistakes,
+) = outcome_tests(ex, RIGHT, PLACEHOLDERS, WRONG)
 
 
 def test_grading_raises_with_the_hint_and_passes_the_solution():
