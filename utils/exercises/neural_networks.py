@@ -114,10 +114,10 @@ def q2(seq, model) -> None:
         raise Wrong(
             "seq's weights are not model's: load them with seq.load_state_dict(...). Its keys "
             "are named by position, so pair them with model's values (with strict=False, "
-            "keys that do not match are skipped without a word).",
+            "keys that do not match are skipped instead of raising an error).",
             "seq 的权重不是 model 的。要用 seq.load_state_dict(...) 加载。"
             "它的键按位置命名，所以要与 model 的值逐一配对。"
-            "用 strict=False 时，对不上的键会被悄悄跳过。",
+            "用 strict=False 时，对不上的键会被跳过，不会报错。",
         )
     X = torch.randn(4, 1, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -220,9 +220,9 @@ def q4(clf, X4, labels) -> None:
         )
     if (scores >= 0).all() and torch.allclose(scores.sum(dim=1), torch.ones(4), atol=1e-4):
         raise Wrong(
-            "clf's outputs are probabilities: nn.CrossEntropyLoss takes raw scores and applies "
-            "the softmax itself, so the network must not end in one.",
-            "clf 输出的是概率。nn.CrossEntropyLoss 接受原始分数，自己会做 softmax，"
+            "clf's outputs are probabilities: nn.CrossEntropyLoss takes raw scores and computes "
+            "the log-softmax itself, so the network must not end in a softmax.",
+            "clf 输出的是概率。nn.CrossEntropyLoss 接受原始分数，自己会算 log-softmax，"
             "所以网络最后不能再加 softmax。",
         )
     predicted = scores.argmax(dim=1)
