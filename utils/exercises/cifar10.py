@@ -197,8 +197,8 @@ def q2(widened_lenet) -> None:
                 "LeNet with those channels: change only the channels, and keep the rest of "
                 "LeNet (5 x 5 kernels, pooling, the layers of 120, 84 and 10 units).",
                 f"`widened_lenet({c1}, {c2})` 有 {n_params:,} 个参数，与换了通道数的 LeNet "
-                "不符：只改通道数，LeNet 的其余部分保持不变"
-                "（5 x 5 卷积核、池化、120、84、10 个单元的全连接层）。",
+                "不符。只改通道数，LeNet 的其余部分保持不变："
+                "5 x 5 卷积核、池化，以及 120、84、10 个单元的全连接层。",
             )
 
 
