@@ -155,6 +155,7 @@ def device_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
             part == "core"
             or (part == "deep dives" and DEVICE_DEEP_DIVES.match(section))
             or ("solution" in cell.metadata.get("tags", []) and DEVICE_SOLUTIONS.match(subsection))
+            or cell.source.startswith("from utils.exercises import")  # the solution's check
         ):
             chosen.append(cell)
     return chosen
@@ -226,6 +227,9 @@ def test_the_device_cells_run_on_mps(on_a_mac) -> None:
     # the core model, the wrapper, the functional-form net, the solution's model
     assert {"Model", "DataParallel", "PartlyParallelNet", "QuietModel"} <= on_mps, on_mps
     assert Path("ddp_minimal.py").is_file() and Path("checkpoints/ddp_minimal.pt").is_file()
+    with fake:  # exercise 1's check trains its own small model on the kernel's device
+        outcome = ns["ex"].q1.outcome(ns["train_epoch"], ns["device"], lang="en")
+    assert outcome[0] == "right", outcome
 
 
 def test_a_wrap_that_does_not_move_the_model_fails_on_mps(on_a_mac) -> None:

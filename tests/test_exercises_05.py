@@ -1,0 +1,244 @@
+"""Notebook 05's exercise checks: the solution is right, the placeholder is not done, and the
+mistakes learners make are caught with their hint, in English and in Chinese."""
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, Subset
+
+from tests.exercise_outcomes import assert_right, assert_todo, assert_wrong
+from utils.exercises import data_parallel as ex
+
+# --- exercise 1: a DataParallel training step -------------------------------------------------
+
+
+def train_epoch(model, loader, loss_fn, optimizer):  # the notebook's solution (device: the CPU)
+    total = 0.0
+    for X in loader:
+        y = (X[:, 0] > 0).long()
+        optimizer.zero_grad()
+        loss = loss_fn(model(X), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(loader)
+
+
+def train_epoch_placeholder(model, loader, loss_fn, optimizer): ...
+
+
+def train_epoch_without_zero_grad(model, loader, loss_fn, optimizer):
+    total = 0.0
+    for X in loader:
+        loss = loss_fn(model(X), (X[:, 0] > 0).long())
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(loader)
+
+
+def train_epoch_returning_sum(model, loader, loss_fn, optimizer):
+    return train_epoch(model, loader, loss_fn, optimizer) * len(loader)
+
+
+def train_epoch_returning_last(model, loader, loss_fn, optimizer):
+    for X in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(X), (X[:, 0] > 0).long())
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def train_epoch_adding_tensors(model, loader, loss_fn, optimizer):
+    total = 0.0
+    for X in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(X), (X[:, 0] > 0).long())
+        loss.backward()
+        optimizer.step()
+        total = total + loss  # keeps every batch's graph alive
+    return total / len(loader)
+
+
+def train_epoch_without_step(model, loader, loss_fn, optimizer):
+    total = 0.0
+    for X in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(X), (X[:, 0] > 0).long())
+        loss.backward()
+        total += loss.item()
+    return total / len(loader)
+
+
+def test_train_epoch_solution_is_right_and_placeholder_is_todo():
+    assert_right(ex.q1, train_epoch, torch.device("cpu"))
+    assert_right(ex.q1, train_epoch, None)
+    assert_todo(ex.q1, train_epoch_placeholder, torch.device("cpu"))
+    assert_todo(ex.q1, ..., torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("answer", "en", "zh"),
+    [
+        (train_epoch_without_zero_grad, "`backward()` adds to `.grad`", "`backward()` 会累加"),
+        (train_epoch_returning_sum, "sum of the batches' losses", "各批量损失之和"),
+        (train_epoch_returning_last, "last batch only", "最后一个批量"),
+        (train_epoch_adding_tensors, "carries autograd's graph", "autograd 计算图"),
+        (train_epoch_without_step, "parameters did not change", "参数没有变化"),
+    ],
+)
+def test_train_epoch_mistakes_get_their_hint(answer, en, zh):
+    assert_wrong(ex.q1, (answer, torch.device("cpu")), en, zh)
+
+
+# --- exercise 2: gradient accumulation with no_sync -------------------------------------------
+
+
+def accumulate_gradients(model, loss_fn, X, y, micro_batches):  # the notebook's solution
+    pieces = list(zip(X.chunk(micro_batches), y.chunk(micro_batches), strict=True))
+    for X_micro, y_micro in pieces[:-1]:
+        with model.no_sync():  # forward and backward inside: no all-reduce
+            (loss_fn(model(X_micro), y_micro) / micro_batches).backward()
+    X_micro, y_micro = pieces[-1]
+    (loss_fn(model(X_micro), y_micro) / micro_batches).backward()  # all-reduces the sum
+
+
+def accumulate_placeholder(model, loss_fn, X, y, micro_batches): ...
+
+
+def accumulate_without_no_sync(model, loss_fn, X, y, micro_batches):
+    for X_micro, y_micro in zip(X.chunk(micro_batches), y.chunk(micro_batches), strict=True):
+        (loss_fn(model(X_micro), y_micro) / micro_batches).backward()
+
+
+def accumulate_backward_only_in_no_sync(model, loss_fn, X, y, micro_batches):
+    pieces = list(zip(X.chunk(micro_batches), y.chunk(micro_batches), strict=True))
+    for X_micro, y_micro in pieces[:-1]:
+        loss = loss_fn(model(X_micro), y_micro) / micro_batches
+        with model.no_sync():
+            loss.backward()
+    X_micro, y_micro = pieces[-1]
+    (loss_fn(model(X_micro), y_micro) / micro_batches).backward()
+
+
+def accumulate_unscaled(model, loss_fn, X, y, micro_batches):
+    pieces = list(zip(X.chunk(micro_batches), y.chunk(micro_batches), strict=True))
+    for X_micro, y_micro in pieces[:-1]:
+        with model.no_sync():
+            loss_fn(model(X_micro), y_micro).backward()
+    loss_fn(model(pieces[-1][0]), pieces[-1][1]).backward()
+
+
+def accumulate_all_in_no_sync(model, loss_fn, X, y, micro_batches):
+    with model.no_sync():
+        for X_micro, y_micro in zip(X.chunk(micro_batches), y.chunk(micro_batches), strict=True):
+            (loss_fn(model(X_micro), y_micro) / micro_batches).backward()
+
+
+def accumulate_clearing_between(model, loss_fn, X, y, micro_batches):
+    pieces = list(zip(X.chunk(micro_batches), y.chunk(micro_batches), strict=True))
+    for X_micro, y_micro in pieces[:-1]:
+        with model.no_sync():
+            model.zero_grad()
+            (loss_fn(model(X_micro), y_micro) / micro_batches).backward()
+    model.zero_grad()
+    (loss_fn(model(pieces[-1][0]), pieces[-1][1]) / micro_batches).backward()
+
+
+def test_accumulation_solution_is_right_and_placeholder_is_todo():
+    assert_right(ex.q2, accumulate_gradients)
+    assert_todo(ex.q2, accumulate_placeholder)
+    assert_todo(ex.q2, ...)
+    assert not torch.distributed.is_initialized()  # the check cleaned up its process group
+
+
+@pytest.mark.parametrize(
+    ("answer", "en", "zh"),
+    [
+        (accumulate_without_no_sync, "only the last one should", "只有最后一个应该做"),
+        (accumulate_backward_only_in_no_sync, "decides during the forward", "在前向传播时就决定"),
+        (accumulate_unscaled, "times the batch's", "倍"),
+        (accumulate_all_in_no_sync, "nothing was all-reduced", "没有任何全归约"),
+        (accumulate_clearing_between, "only the last micro-batch's gradient", "最后一个微批量"),
+    ],
+)
+def test_accumulation_mistakes_get_their_hint(answer, en, zh):
+    assert_wrong(ex.q2, (answer,), en, zh)
+
+
+# --- exercise 3: evaluation across ranks ------------------------------------------------------
+
+
+@torch.no_grad()
+def count_correct(model, test_set, rank, world_size):  # the notebook's solution
+    share = Subset(test_set, range(rank, len(test_set), world_size))
+    counts = torch.zeros(2)
+    for X, y in DataLoader(share, batch_size=64):
+        counts += torch.tensor([(model(X).argmax(1) == y).sum().item(), len(y)])
+    return counts
+
+
+DEALT = {False: 12, True: 9}
+
+
+def count_correct_placeholder(model, test_set, rank, world_size): ...
+
+
+def count_with_sampler(drop_last):
+    @torch.no_grad()
+    def count(model, test_set, rank, world_size):
+        sampler = DistributedSampler(test_set, world_size, rank, shuffle=False, drop_last=drop_last)
+        correct = seen = 0
+        for X, y in DataLoader(test_set, batch_size=64, sampler=sampler):
+            correct += (model(X).argmax(1) == y).sum().item()
+            seen += len(y)
+        return [correct, seen]
+
+    return count
+
+
+@torch.no_grad()
+def accuracy_of_share(model, test_set, rank, world_size):
+    correct, seen = count_correct(model, test_set, rank, world_size).tolist()
+    return correct / seen
+
+
+@torch.no_grad()
+def count_ignoring_rank(model, test_set, rank, world_size):
+    return count_correct(model, test_set, 0, 1)
+
+
+def test_count_correct_solution_is_right_and_placeholder_is_todo():
+    assert_right(ex.q3, count_correct, DEALT)
+    assert_todo(ex.q3, count_correct_placeholder, DEALT)
+    assert_todo(ex.q3, count_correct, ...)
+
+
+@pytest.mark.parametrize(
+    ("answers", "en", "zh"),
+    [
+        ((count_with_sampler(False), DEALT), "counted twice", "数了两次"),
+        ((count_with_sampler(True), DEALT), "never counted", "从未被数到"),
+        ((accuracy_of_share, DEALT), "counts do", "计数可以"),
+        ((count_ignoring_rank, DEALT), "counted twice", "数了两次"),
+        ((count_correct, {False: 10, True: 10}), "what an even split would need", "平均分配"),
+        ((count_correct, {False: 9, True: 12}), "swapped", "对调"),
+        ((count_correct, [12, 9]), "a dict with the keys False and True", "为键的字典"),
+    ],
+)
+def test_count_correct_mistakes_get_their_hint(answers, en, zh):
+    assert_wrong(ex.q3, answers, en, zh)
+
+
+def test_checks_leave_the_learners_random_numbers_alone():
+    answers = {
+        ex.q1: (train_epoch, None),
+        ex.q2: (accumulate_gradients,),
+        ex.q3: (count_correct, DEALT),
+    }
+    for q, given in answers.items():
+        torch.manual_seed(123)
+        expected = torch.rand(3)
+        torch.manual_seed(123)
+        assert q.outcome(*given, lang="en")[0] == "right"
+        assert torch.equal(torch.rand(3), expected)  # as if the check had not run
