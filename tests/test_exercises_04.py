@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import utils
-from tests.exercise_outcomes import assert_right, assert_todo, assert_wrong
+from tests.exercise_cases import assert_right, assert_todo, assert_wrong
 from utils.exercises import cifar10 as ex
 
 # --- exercise 1: chance level -----------------------------------------------------------------

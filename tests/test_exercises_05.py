@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
-from tests.exercise_outcomes import assert_right, assert_todo, assert_wrong
+from tests.exercise_cases import assert_right, assert_todo, assert_wrong
 from utils.exercises import data_parallel as ex
 
 # --- exercise 1: a DataParallel training step -------------------------------------------------

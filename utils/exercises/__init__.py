@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 LANGUAGES = ("en", "zh")
 
 MESSAGES = {
@@ -91,7 +93,12 @@ class Exercise:
         try:
             if any(_is_placeholder(a) for a in answers):
                 raise NotDone
-            self.judge(*answers)
+            # A judge builds layers and loaders, which draw from PyTorch's global generator: it
+            # runs on a forked CPU generator, seeded, so a check gives the same verdict on every
+            # run and leaves the learner's later random numbers (and stored outputs) alone.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                self.judge(*answers)
         except NotDone:
             return "todo", MESSAGES["todo"][lang].format(n=n)
         except Wrong as wrong:
