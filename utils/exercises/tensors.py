@@ -155,7 +155,7 @@ class _OnAGPU(torch.Tensor):
             raise TypeError(_NOT_ON_HOST)
         if func is torch.Tensor.cpu:
             return _plain(args[0]).clone()
-        if func is torch.Tensor.to:
+        if func is torch.Tensor.to:  # read its arguments as nn.Module.to does
             device, dtype, *_ = torch._C._nn._parse_to(*args[1:], **kwargs)
             if device is not None and device.type == "cpu":
                 return _plain(args[0]).to(dtype=dtype or args[0].dtype, copy=True)
