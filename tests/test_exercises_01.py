@@ -218,7 +218,7 @@ TO_NUMPY_MISTAKES = {
     ),
     "other numbers": (
         _refusing(lambda t: t.cpu().numpy().T),
-        {"en": "with other numbers (or shape)", "zh": "数值（或形状）不同"},
+        {"en": "other numbers, or another shape", "zh": "数值或形状变了"},
     ),
     "not a function": (
         np.zeros(3),

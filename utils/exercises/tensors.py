@@ -189,27 +189,35 @@ def _does_nothing(function: Callable) -> bool:
     return True
 
 
-def _an_array_of(name: str, result: Any, t: torch.Tensor, where: str) -> None:
-    """:class:`Wrong` unless ``result`` is a NumPy array with ``t``'s numbers."""
+def _given() -> torch.Tensor:
+    """What the check hands ``to_numpy``, new each time (an answer may change its argument)."""
+    return torch.arange(6.0).reshape(2, 3)
+
+
+def _an_array_of(result: Any, device: str) -> None:
+    """:class:`Wrong` unless ``result``, what ``to_numpy`` gave for ``_given()`` on ``device``,
+    is a NumPy array with its numbers."""
+    on, zh_on = ("the CPU", "CPU") if device == "cpu" else (device, device)
     if result is None:
         raise Wrong(
-            f"`to_numpy` returned None for a tensor {where}: did the function `return` its result?",
-            f"`to_numpy` 对{'' if where == 'on the CPU' else ' GPU 上的'}张量返回了 None。"
-            "函数是否用 `return` 返回了结果？",
+            f"`to_numpy` returned None for a tensor on {on}: did the function `return` its result?",
+            f"`to_numpy` 对 {zh_on} 上的张量返回了 None。函数是否用 `return` 返回了结果？",
         )
     if not isinstance(result, np.ndarray):
         raise Wrong(
-            f"`to_numpy` returned {_a(result)} for a tensor {where}, not a NumPy array "
-            " (numpy.ndarray). Look at the type of what your last step gives back.",
-            f"`to_numpy` 返回的是 {type(result).__name__}，不是 NumPy 数组（numpy.ndarray）。"
-            "看看你最后一步返回的是什么类型。",
+            f"`to_numpy` returned {_a(result)} for a tensor on {on}, not a NumPy array "
+            "(numpy.ndarray). Look at the type of what your last step gives back.",
+            f"`to_numpy` 对 {zh_on} 上的张量返回的是 {type(result).__name__}，"
+            "不是 NumPy 数组（numpy.ndarray）。看看你最后一步返回的是什么类型。",
         )
-    if result.shape != tuple(t.shape) or not np.array_equal(result, _plain(t).cpu()):
+    expected = _given().numpy()
+    if result.shape != expected.shape or not np.array_equal(result, expected):
         raise Wrong(
-            f"`to_numpy` returned an array with other numbers (or shape) than the tensor {where} "
-            f"it was given: {name} gave {result.tolist()}.",
-            f"`to_numpy` 返回的数组与传入的张量数值（或形状）不同："
-            f"{name} 得到了 {result.tolist()}。",
+            f"for torch.arange(6.0).reshape(2, 3) on {on}, `to_numpy` returned "
+            f"{result.tolist()}: other numbers, or another shape. Convert the tensor, do not "
+            "change it.",
+            f"对 {zh_on} 上的 torch.arange(6.0).reshape(2, 3)，`to_numpy` 返回了 "
+            f"{result.tolist()}，数值或形状变了。只转换张量，不要改动它。",
         )
 
 
@@ -223,9 +231,8 @@ def q3(to_numpy) -> None:
         )
     if _does_nothing(to_numpy):
         raise NotDone
-    t = torch.arange(6.0).reshape(2, 3)
-    _an_array_of("to_numpy(torch.arange(6.0).reshape(2, 3))", to_numpy(t), t, "on the CPU")
-    for device, on_device in _on_other_devices(t):
+    _an_array_of(to_numpy(_given()), "cpu")
+    for device, on_device in _on_other_devices(_given()):
         try:
             with warnings.catch_warnings():  # NumPy's warning about __array__ is not the point
                 warnings.simplefilter("ignore")
@@ -238,7 +245,7 @@ def q3(to_numpy) -> None:
                 f"`to_numpy` 在 CPU 上可用，但对 {device} 上的张量抛出了 {type(err).__name__}。"
                 "NumPy 只能读取主机内存。调用 `.numpy()` 之前，张量的数据在哪里？",
             ) from None
-        _an_array_of(f"a tensor on {device}", result, t, f"on {device}")
+        _an_array_of(result, device)
     try:
         result = to_numpy([1, 2, 3])
     except TypeError as err:
