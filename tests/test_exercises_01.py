@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from tools.authoring import i18n
 from utils.exercises import tensors as ex
 
 LANGS = ("en", "zh")
@@ -22,6 +23,11 @@ def _assert_wrong(exercise, answers: tuple, hints: dict[str, str], lang: str) ->
     assert hints[lang] in message, message
     if lang == "zh":
         assert CHINESE.search(message), message
+        # The glossary's style rules, as for the catalogs: short sentences, one colon each,
+        # no nested brackets, full-width punctuation beside Chinese.
+        hint = message.split("提示：", 1)[1]
+        assert i18n.style(hint, breaks=False) == [], hint
+        assert not i18n._HALF_WIDTH.search(hint), hint
 
 
 # --- 1. Centre the columns, then the rows ------------------------------------------------------

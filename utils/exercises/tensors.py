@@ -213,11 +213,11 @@ def _an_array_of(result: Any, device: str) -> None:
     expected = _given().numpy()
     if result.shape != expected.shape or not np.array_equal(result, expected):
         raise Wrong(
-            f"for torch.arange(6.0).reshape(2, 3) on {on}, `to_numpy` returned "
-            f"{result.tolist()}: other numbers, or another shape. Convert the tensor, do not "
+            f"for `torch.arange(6.0).reshape(2, 3)` on {on}, `to_numpy` returned "
+            f"`{result.tolist()}`: other numbers, or another shape. Convert the tensor, do not "
             "change it.",
-            f"对 {zh_on} 上的 torch.arange(6.0).reshape(2, 3)，`to_numpy` 返回了 "
-            f"{result.tolist()}，数值或形状变了。只转换张量，不要改动它。",
+            f"对 {zh_on} 上的 `torch.arange(6.0).reshape(2, 3)`，`to_numpy` 返回了 "
+            f"`{result.tolist()}`，数值或形状变了。只转换张量，不要改动它。",
         )
 
 
@@ -225,8 +225,8 @@ def _an_array_of(result: Any, device: str) -> None:
 def q3(to_numpy) -> None:
     if not callable(to_numpy):
         raise Wrong(
-            f"`to_numpy` should be a function (def to_numpy(t): ...); it is {_a(to_numpy)}.",
-            f"`to_numpy` 应该是一个函数（def to_numpy(t): ...），"
+            f"`to_numpy` should be a function (`def to_numpy(t): ...`); it is {_a(to_numpy)}.",
+            f"`to_numpy` 应该是一个函数（`def to_numpy(t): ...`），"
             f"现在是 {type(to_numpy).__name__}。",
         )
     if _does_nothing(to_numpy):
