@@ -207,20 +207,26 @@ def test_exercises_are_numbered_from_one() -> None:
     assert "the exercises are numbered [1, 3], not 1 to 2" in _problems(cells)
 
 
-def test_a_lesson_whose_exercises_do_not_answer_back_has_nothing_to_report() -> None:
+def test_a_lesson_whose_exercises_do_not_answer_back_is_named() -> None:
     cells = [
         nbformat.v4.new_markdown_cell(
             "## Exercises\n\n1. **One.** Do it.", metadata={"tags": ["exercise"]}
         ),
         nbformat.v4.new_code_cell("assert True", metadata={"tags": ["solution"]}),
     ]
-    assert _problems(cells) == []
+    assert _problems(cells) == [
+        "its exercises have no answer cell: each asks for an answer and checks it"
+    ]
+    assert _problems(cells[1:]) == []  # a lesson without exercises
 
 
 # --- each lesson's checks: utils/exercises/<lesson>.py ------------------------------------------
 
 LESSONS = {path.stem.split("_", 1)[1]: path for path in lesson_notebooks()}
-EXERCISE_MODULES = sorted(m.name for m in pkgutil.iter_modules(utils.exercises.__path__))
+# A module whose name starts with "_" holds what several lessons' checks share.
+EXERCISE_MODULES = sorted(
+    m.name for m in pkgutil.iter_modules(utils.exercises.__path__) if not m.name.startswith("_")
+)
 
 
 def _checks(module) -> dict[int, utils.exercises.Exercise]:

@@ -211,15 +211,6 @@ def test_learner_time_counts_reading_code_waiting_downloading_and_writing(
     assert lesson.parts["core"] == lesson_size.Size(words=245, lines=2, cells=1, formulas=2)
     # Writing the answer and running its check are the exercise's own minutes, counted once.
     assert lesson.parts["exercises"] == lesson_size.Size(words=18, exercises=2)
-    old_style = nbformat.v4.new_notebook(
-        cells=[
-            nbformat.v4.new_markdown_cell(
-                "## Exercises\n\n1. **One.** Do it.\n   1. not an exercise\n2. **Two.** Again.",
-                metadata={"tags": ["exercise"]},
-            )
-        ]
-    )  # a lesson whose exercises do not answer back yet: its numbered items
-    assert lesson_size.exercise_count(old_style) == 2
     reading = 245 / lesson_size.WORDS_PER_MIN
     working = 2 * lesson_size.MIN_PER_CODE_LINE + lesson_size.MIN_PER_CODE_CELL
     formulas = 2 * lesson_size.MIN_PER_FORMULA

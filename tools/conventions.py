@@ -82,10 +82,11 @@ def exercise_problems(nb: nbformat.NotebookNode) -> list[str]:
     under each question (a ``###`` heading with its number) an ``answer`` code cell, then its
     ``check`` cell, in the exercise part; in the solution part each exercise's solution code,
     then a ``check`` cell with the same call; each of these code cells carries ``"exercise":
-    n`` in its metadata; exercises numbered 1, 2, ... A lesson with no cell tagged answer
-    or check (its exercises do not answer back yet) has nothing to report."""
+    n`` in its metadata; exercises numbered 1, 2, ... A lesson with exercises has answer cells."""
     if not any(_tags(c) & {ANSWER, CHECK} for c in nb.cells):
-        return []  # the format before exercises answered back: nothing to hold it to
+        if any(EXERCISE in _tags(c) for c in nb.cells):
+            return [f"its exercises have no {ANSWER} cell: each asks for an answer and checks it"]
+        return []
     found: list[str] = []
     answers: dict[int, list[int]] = {}
     checks: dict[str, dict[int, list[int]]] = {EXERCISE: {}, SOLUTION: {}}

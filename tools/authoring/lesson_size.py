@@ -65,10 +65,6 @@ MEASURED_WITH = (
     "python -m tools.authoring.run_notebooks --record-times on {cpu}, {cpus} CPUs, "
     "OMP_NUM_THREADS={threads}"
 )
-# A lesson's exercises are its answer cells (tools/conventions.py, exercise_problems). Where a
-# lesson has none yet (its exercises were one numbered list before they answered back), an
-# exercise is a top-level numbered item of an ``exercise`` cell: "1. **Chance level.** ...".
-_EXERCISE_ITEM = re.compile(r"^\d+[.)]\s", re.M)
 # README's lesson table: a lesson's row ends in "| C / D / E min |", the total row in
 # "| **C** / D / E min |" (core / deep dives / exercises).
 _README_ROW = re.compile(r"^(\| (\d\d) \| .*\| )\d+ / \d+ / \d+ min \|$", re.M)
@@ -263,15 +259,9 @@ def _without_times(header: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def exercise_count(nb: nbformat.NotebookNode) -> int:
-    """How many exercises a learner writes: the distinct numbers of the answer cells, or, in a
-    lesson without any, the numbered items of its ``exercise`` markdown cells."""
-    if numbers := conventions.answer_numbers(nb):
-        return len(set(numbers))
-    return sum(
-        len(_EXERCISE_ITEM.findall(c.source))
-        for c in nb.cells
-        if c.cell_type == "markdown" and conventions.EXERCISE in c.metadata.get("tags", [])
-    )
+    """How many exercises a learner writes: the distinct numbers of its answer cells
+    (tools/conventions.py, exercise_problems)."""
+    return len(set(conventions.answer_numbers(nb)))
 
 
 def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
