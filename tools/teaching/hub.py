@@ -97,7 +97,15 @@ def main() -> None:
             f"make hub: no configurable-http-proxy at {classroom.PROXY}; "
             "`make hub` installs it with npm (Node.js 20 or newer)"
         )
-    for path, what in ((classroom.VENV_PYTHON, "the venv's Python"), (s.lessons, "the lessons")):
+    # the venv's interpreter is often a link into a folder only its owner opens (pyenv in ~)
+    base = Path(os.path.realpath(classroom.VENV_PYTHON))
+    if (closed := _readable_by_all(base) or _readable_by_all(Path(sys.base_prefix))) is not None:
+        _fail(
+            f"make hub: students cannot run the venv's Python {base}: {closed} is closed to "
+            "other users. Make the venv from a Python every user can run: make clean, then "
+            "PYTHON=/usr/bin/python3.11 make hub"
+        )
+    for path, what in ((classroom.VENV_PYTHON, "the venv"), (s.lessons, "the lessons")):
         if (closed := _readable_by_all(path)) is not None:
             _fail(
                 f"make hub: students cannot reach {what} at {path}: {closed} is closed to "

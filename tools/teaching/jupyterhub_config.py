@@ -33,6 +33,9 @@ if s.ssl_cert:  # TLS at the proxy when no reverse proxy in front terminates it
 c.JupyterHub.db_url = f"sqlite:///{s.state_dir / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(s.state_dir / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(s.state_dir / "jupyterhub-proxy.pid")
+# After signing in: the home page (start/stop, and for the teacher the admin and approval
+# pages), not a server started on every login: the link starts one when a student needs it.
+c.JupyterHub.redirect_to_server = False
 # Stopping the hub stops the students' servers too (nothing left running as a student).
 c.JupyterHub.cleanup_servers = True
 
@@ -111,7 +114,7 @@ class ClassSpawner(LocalProcessSpawner):
 
 
 CGROUPS, _memory_line = classroom.class_cgroups(
-    max(s.mem_limit, classroom.mem_total() - s.mem_reserve)
+    classroom.class_cgroup_name(s), max(s.mem_limit, classroom.mem_total() - s.mem_reserve)
 )
 print(f"make hub: per-student memory: {_memory_line}", file=sys.stderr, flush=True)
 c.JupyterHub.spawner_class = ClassSpawner
