@@ -583,3 +583,13 @@ def test_the_hub_refuses_a_server_beyond_its_limit(classroom_run, hub: Hub) -> N
     assert res.status_code == 429, (res.status_code, res.text)
     assert "Active user limit exceeded" in res.text
     assert re.search(r"Try again", res.text)
+
+
+def test_the_idle_culler_runs_as_a_hub_service(classroom_run, hub: Hub) -> None:
+    services = classroom_run["teacher"].api("GET", "/hub/api/services").json()
+    assert "idle-culler" in services
+    # it asked the hub for the users and their servers' activity with its own token
+    deadline = time.monotonic() + TIMEOUT_S
+    while not re.search(r"200 GET /hub/api/users\S* \(idle-culler@", hub.log.read_text()):
+        assert time.monotonic() < deadline, "the culler never asked the hub for its users"
+        time.sleep(1)
