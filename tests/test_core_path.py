@@ -192,16 +192,34 @@ def test_learner_time_counts_reading_code_waiting_downloading_and_writing(
         nbformat.v4.new_markdown_cell("word " * 240 + "$a$ and $$b$$, not `$c$`"),
         nbformat.v4.new_code_cell("x = 1\n\ny = 2"),
         nbformat.v4.new_markdown_cell("word " * 120, metadata={"tags": ["optional"]}),
-        nbformat.v4.new_markdown_cell(
-            "## Exercises\n\n1. **One.** Do it.\n   1. not an exercise\n2. **Two.** Again.",
-            metadata={"tags": ["exercise"]},
-        ),
     ]
+    for n in (1, 2):  # an exercise: its question, the learner's answer and the check under it
+        cells += [
+            nbformat.v4.new_markdown_cell(
+                f"### Exercise {n}. Do it\n\n1. not an exercise", metadata={"tags": ["exercise"]}
+            ),
+            nbformat.v4.new_code_cell(
+                f"a{n} = ...", metadata={"tags": ["exercise", "answer"], "exercise": n}
+            ),
+            nbformat.v4.new_code_cell(
+                f"ex.q{n}.check(a{n})", metadata={"tags": ["exercise", "check"], "exercise": n}
+            ),
+        ]
     path = tmp_path / "04_cifar10.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     lesson = lesson_size.measure(path)
     assert lesson.parts["core"] == lesson_size.Size(words=245, lines=2, cells=1, formulas=2)
-    assert lesson.parts["exercises"].exercises == 2
+    # Writing the answer and running its check are the exercise's own minutes, counted once.
+    assert lesson.parts["exercises"] == lesson_size.Size(words=18, exercises=2)
+    old_style = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell(
+                "## Exercises\n\n1. **One.** Do it.\n   1. not an exercise\n2. **Two.** Again.",
+                metadata={"tags": ["exercise"]},
+            )
+        ]
+    )  # a lesson whose exercises do not answer back yet: its numbered items
+    assert lesson_size.exercise_count(old_style) == 2
     reading = 245 / lesson_size.WORDS_PER_MIN
     working = 2 * lesson_size.MIN_PER_CODE_LINE + lesson_size.MIN_PER_CODE_CELL
     formulas = 2 * lesson_size.MIN_PER_FORMULA

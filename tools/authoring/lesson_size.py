@@ -52,7 +52,7 @@ WORDS_PER_MIN = 110  # prose, read to understand it rather than skimmed
 MIN_PER_CODE_LINE = 0.15  # 9 s: read a non-blank code line, type or change it
 MIN_PER_CODE_CELL = 0.25  # 15 s: run a cell and read what it printed
 MIN_PER_FORMULA = 0.25  # 15 s: a formula ($...$) on top of its words
-MIN_PER_EXERCISE = 5  # write, run and fix one answer (its solution is read like any cell)
+MIN_PER_EXERCISE = 5  # write an answer, run its check, fix it (the solution is read like any cell)
 SLOWER_CPU = 3  # a learner's CPU, busy with other work too, against the recorded run time
 DOWNLOAD_MBIT_PER_S = 10  # an assumed connection for a first run's download, not a measurement
 # What a lesson's first run downloads: its name and bytes (cifar-10-python.tar.gz, the file
@@ -65,7 +65,9 @@ MEASURED_WITH = (
     "python -m tools.authoring.run_notebooks --record-times on {cpu}, {cpus} CPUs, "
     "OMP_NUM_THREADS={threads}"
 )
-# An exercise is a top-level numbered item of an ``exercise`` cell: "1. **Chance level.** ...".
+# A lesson's exercises are its answer cells (tools/conventions.py, exercise_problems). Where a
+# lesson has none yet (its exercises were one numbered list before they answered back), an
+# exercise is a top-level numbered item of an ``exercise`` cell: "1. **Chance level.** ...".
 _EXERCISE_ITEM = re.compile(r"^\d+[.)]\s", re.M)
 # README's lesson table: a lesson's row ends in "| C / D / E min |", the total row in
 # "| **C** / D / E min |" (core / deep dives / exercises).
@@ -185,7 +187,7 @@ class Size:
     lines: int = 0  # non-blank code lines
     cells: int = 0  # code cells
     formulas: int = 0  # in the prose
-    exercises: int = 0  # numbered items of the exercise cells
+    exercises: int = 0  # the exercises to write (measure counts them for the whole lesson)
 
     def __add__(self, other: Size) -> Size:
         return Size(*(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__))
@@ -209,13 +211,11 @@ class Size:
 def size(cell: nbformat.NotebookNode) -> Size:
     """What a learner reads, works through and writes in one cell."""
     if cell.cell_type == "markdown":
-        exercises = conventions.EXERCISE in cell.get("metadata", {}).get("tags", [])
-        return Size(
-            words=len(cell.source.split()),
-            formulas=len(i18n.formulas(cell.source)),
-            exercises=len(_EXERCISE_ITEM.findall(cell.source)) if exercises else 0,
-        )
+        return Size(words=len(cell.source.split()), formulas=len(i18n.formulas(cell.source)))
     if cell.cell_type == "code":
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if conventions.ANSWER in tags or {conventions.CHECK, conventions.EXERCISE} <= tags:
+            return Size()  # writing the answer and running its check: the exercise's minutes
         lines = sum(1 for line in cell.source.splitlines() if line.strip())
         return Size(lines=lines, cells=1)
     return Size()
@@ -262,6 +262,18 @@ def _without_times(header: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nbformat.from_dict({**header, "source": source})
 
 
+def exercise_count(nb: nbformat.NotebookNode) -> int:
+    """How many exercises a learner writes: the distinct numbers of the answer cells, or, in a
+    lesson without any, the numbered items of its ``exercise`` markdown cells."""
+    if numbers := conventions.answer_numbers(nb):
+        return len(set(numbers))
+    return sum(
+        len(_EXERCISE_ITEM.findall(c.source))
+        for c in nb.cells
+        if c.cell_type == "markdown" and conventions.EXERCISE in c.metadata.get("tags", [])
+    )
+
+
 def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
     nb = nb if nb is not None else read_notebook(path)
     parts = {name: Size() for name in PARTS}
@@ -276,6 +288,7 @@ def measure(path: Path, nb: nbformat.NotebookNode | None = None) -> Lesson:
                 dives.append(DeepDive(i))
             dives[-1].size += size(cell)
         previous = part
+    parts["exercises"].exercises = exercise_count(nb)
     return Lesson(path, parts, dives)
 
 

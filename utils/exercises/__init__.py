@@ -102,11 +102,10 @@ class Exercise:
             return "raised", MESSAGES["raised"][lang].format(n=n, error=error, hint=hint)
         return "right", MESSAGES["right"][lang].format(n=n)
 
-    def check(self, *answers: Any) -> bool:
-        """Print one line about the answer; True when it is right. Never raises."""
-        status, message = self.outcome(*answers)
-        print(message)
-        return status == "right"
+    def check(self, *answers: Any) -> None:
+        """Print one line about the answer. Never raises, and returns nothing: a notebook
+        would show a returned value as a second line (``Out[n]: False``) under the check."""
+        print(self.outcome(*answers)[1])
 
     def grade(self, *answers: Any) -> None:
         """The grader's test: raise ``AssertionError`` (with the hint) unless it is right."""

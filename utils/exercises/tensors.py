@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+import dis
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 import torch
 
-from . import Wrong, exercise
+from . import NotDone, Wrong, exercise
+
+
+def _a(value: Any) -> str:
+    """What ``value`` is, with its article: "a list", "an int", "a NumPy array"."""
+    kind = type(value).__name__
+    if isinstance(value, np.ndarray):
+        return "a NumPy array"
+    return f"{'an' if kind[0] in 'aeiouAEIOU' else 'a'} {kind}"
+
+
+def _tensor(name: str, answer: Any) -> torch.Tensor:
+    """``answer`` on the CPU, detached, or :class:`Wrong` if it is no tensor."""
+    if not isinstance(answer, torch.Tensor):
+        raise Wrong(
+            f"`{name}` should be a tensor; it is {_a(answer)}.",
+            f"`{name}` 应该是一个张量，现在是 {type(answer).__name__}。",
+        )
+    return answer.detach().cpu()
 
 
 @exercise(1)
@@ -14,11 +38,7 @@ def q1(centred_cols, centred_rows) -> None:
         ("centred_cols", centred_cols, 0, "columns"),
         ("centred_rows", centred_rows, 1, "rows"),
     ):
-        if not isinstance(answer, torch.Tensor):
-            raise Wrong(
-                f"`{name}` should be a tensor; it is a {type(answer).__name__}.",
-                f"`{name}` 应该是一个张量，现在是 {type(answer).__name__}。",
-            )
+        answer = _tensor(name, answer)
         if answer.shape != X.shape:
             raise Wrong(
                 f"`{name}` has shape {tuple(answer.shape)}; subtracting means keeps X's shape "
@@ -35,9 +55,290 @@ def q1(centred_cols, centred_rows) -> None:
                 f"`{name}` 的{zh_other}之和应为 0，现在是 {sums.tolist()}。"
                 "你的 `mean` 归约的是哪一维？",
             )
-        if not torch.allclose(answer - X, (answer - X)[:1] if dim == 0 else (answer - X)[:, :1]):
+        shift = answer - X  # one number per column (or row) when only a mean was subtracted
+        if not torch.allclose(shift, shift[:1] if dim == 0 else shift[:, :1]):
             raise Wrong(
                 f"`{name}` should be X minus one number per {other[:-1]}; "
                 "subtract the mean, do not rescale.",
                 f"`{name}` 应该是 X 减去每{'列' if dim == 0 else '行'}一个数；只减均值，不要缩放。",
             )
+
+
+def _images() -> np.ndarray:
+    """Exercise 2's batch, as its answer cell makes it: two 32 x 32 colour images."""
+    return np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
+
+
+@exercise(2)
+def q2(X, shares_memory) -> None:
+    images = _images()
+    X = _tensor("X", X)
+    if tuple(X.shape) != (2, 3, 32, 32):
+        raise Wrong(
+            f"`X` has shape {tuple(X.shape)}, not (2, 3, 32, 32): PyTorch wants the colour "
+            "dimension right after the batch dimension. Which dimension of `images` is the "
+            "colour, and where must it go?",
+            f"`X` 的形状是 {tuple(X.shape)}，不是 (2, 3, 32, 32)。"
+            "PyTorch 要求颜色维紧跟在批量维之后。"
+            "`images` 的哪一维是颜色？它应该移到哪里？",
+        )
+    if X.dtype != torch.float32:
+        raise Wrong(
+            f"`X` has dtype {X.dtype}; the question asks for torch.float32. Look at the dtype "
+            "that each of your steps returns.",
+            f"`X` 的数据类型是 {X.dtype}，题目要求 torch.float32。"
+            "看看你的每一步各返回什么数据类型。",
+        )
+    low, high = X.min().item(), X.max().item()
+    if low < 0 or high > 1:
+        raise Wrong(
+            f"`X`'s values go from {low:g} to {high:g}, not from 0 to 1. What is the largest "
+            "value a uint8 can hold?",
+            f"`X` 的取值范围是 {low:g} 到 {high:g}，不在 0 到 1 之间。uint8 能表示的最大值是多少？",
+        )
+    expected = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
+    if not torch.allclose(X, expected):
+        if torch.allclose(X.flatten().sort().values, expected.flatten().sort().values):
+            raise Wrong(
+                "`X` holds the right numbers in the wrong places: X[n, c, h, w] should be "
+                "colour c of pixel (h, w) of image n. Changing the shape alone does not move "
+                "the numbers; compare X[0, :, 0, 1] with images[0, 0, 1].",
+                "`X` 里的数对了，位置却不对。X[n, c, h, w] 应是图像 n 中像素 (h, w) 的颜色 c。"
+                "只改形状不会移动这些数；比较一下 X[0, :, 0, 1] 和 images[0, 0, 1]。",
+            )
+        raise Wrong(
+            "`X` has the right shape, dtype and range, but not the right values: each should be "
+            "its pixel's uint8 value scaled to [0, 1], so that 0 stays 0 and 255 becomes 1.",
+            "`X` 的形状、数据类型和取值范围都对，但数值不对。"
+            "每个值应是该像素的 uint8 值缩放到 [0, 1]，"
+            "0 仍是 0，255 变为 1。",
+        )
+    if not isinstance(shares_memory, bool | np.bool_):
+        raise Wrong(
+            f"`shares_memory` should be True or False; it is {_a(shares_memory)}.",
+            f"`shares_memory` 应该是 True 或 False，现在是 {type(shares_memory).__name__}。",
+        )
+    if shares_memory:
+        raise Wrong(
+            "`shares_memory` is not right: look at which of your steps return a view of the "
+            "same memory and which make a new tensor.",
+            "`shares_memory` 不对。看看你的哪些步骤返回同一块内存的视图，哪些生成了新张量。",
+        )
+
+
+# What torch says when a tensor on a GPU is handed to NumPy (torch/csrc/utils/tensor_numpy.cpp).
+_NOT_ON_HOST = (
+    "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
+    "host memory first."
+)
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    with torch._C.DisableTorchFunctionSubclass():
+        return t.as_subclass(torch.Tensor)
+
+
+class _OnAGPU(torch.Tensor):
+    """A CPU tensor that answers like one on a GPU where that matters to ``to_numpy``: its
+    device is ``cuda:0``, NumPy cannot read it, and ``.cpu()``, ``.to("cpu")`` or
+    ``.numpy(force=True)`` copy it to a plain CPU tensor. It lets a machine without a GPU
+    tell a device-safe ``to_numpy`` from one that only works on the CPU."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.numpy:
+            if kwargs.get("force"):
+                return _plain(args[0]).numpy().copy()
+            raise TypeError(_NOT_ON_HOST)
+        if func is torch.Tensor.__array__:
+            raise TypeError(_NOT_ON_HOST)
+        if func is torch.Tensor.cpu:
+            return _plain(args[0]).clone()
+        if func is torch.Tensor.to:  # read its arguments as nn.Module.to does
+            device, dtype, *_ = torch._C._nn._parse_to(*args[1:], **kwargs)
+            if device is not None and device.type == "cpu":
+                return _plain(args[0]).to(dtype=dtype or args[0].dtype, copy=True)
+        if func == torch.Tensor.device.__get__:
+            return torch.device("cuda", 0)
+        if func == torch.Tensor.is_cuda.__get__:
+            return True
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def _on_other_devices(t: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """``t`` as a GPU tensor: the stand-in always, and on this machine's accelerator if any."""
+    copies = [("cuda:0", t.clone().as_subclass(_OnAGPU))]
+    if torch.accelerator.is_available():
+        accelerator = torch.accelerator.current_accelerator()
+        copies.append((str(accelerator), t.to(accelerator)))
+    return copies
+
+
+def _does_nothing(function: Callable) -> bool:
+    """Whether ``function``'s body is only ``...`` (or ``pass``, or a docstring): a placeholder."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return False
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_CONST", "RETURN_CONST"):
+            if instruction.argval is not None:
+                return False
+        elif instruction.opname not in ("RESUME", "NOP", "RETURN_VALUE", "CACHE"):
+            return False
+    return True
+
+
+def _given() -> torch.Tensor:
+    """What the check hands ``to_numpy``, new each time (an answer may change its argument)."""
+    return torch.arange(6.0).reshape(2, 3)
+
+
+def _an_array_of(result: Any, device: str) -> None:
+    """:class:`Wrong` unless ``result``, what ``to_numpy`` gave for ``_given()`` on ``device``,
+    is a NumPy array with its numbers."""
+    on, zh_on = ("the CPU", "CPU") if device == "cpu" else (device, device)
+    if result is None:
+        raise Wrong(
+            f"`to_numpy` returned None for a tensor on {on}: did the function `return` its result?",
+            f"`to_numpy` 对 {zh_on} 上的张量返回了 None。函数是否用 `return` 返回了结果？",
+        )
+    if not isinstance(result, np.ndarray):
+        raise Wrong(
+            f"`to_numpy` returned {_a(result)} for a tensor on {on}, not a NumPy array "
+            "(numpy.ndarray). Look at the type of what your last step gives back.",
+            f"`to_numpy` 对 {zh_on} 上的张量返回的是 {type(result).__name__}，"
+            "不是 NumPy 数组（numpy.ndarray）。看看你最后一步返回的是什么类型。",
+        )
+    expected = _given().numpy()
+    if result.shape != expected.shape or not np.array_equal(result, expected):
+        raise Wrong(
+            f"for `torch.arange(6.0).reshape(2, 3)` on {on}, `to_numpy` returned "
+            f"`{result.tolist()}`: other numbers, or another shape. Convert the tensor, do not "
+            "change it.",
+            f"对 {zh_on} 上的 `torch.arange(6.0).reshape(2, 3)`，`to_numpy` 返回了 "
+            f"`{result.tolist()}`，数值或形状变了。只转换张量，不要改动它。",
+        )
+
+
+@exercise(3)
+def q3(to_numpy) -> None:
+    if not callable(to_numpy):
+        raise Wrong(
+            f"`to_numpy` should be a function (`def to_numpy(t): ...`); it is {_a(to_numpy)}.",
+            f"`to_numpy` 应该是一个函数（`def to_numpy(t): ...`），"
+            f"现在是 {type(to_numpy).__name__}。",
+        )
+    if _does_nothing(to_numpy):
+        raise NotDone
+    _an_array_of(to_numpy(_given()), "cpu")
+    for device, on_device in _on_other_devices(_given()):
+        try:
+            with warnings.catch_warnings():  # NumPy's warning about __array__ is not the point
+                warnings.simplefilter("ignore")
+                result = to_numpy(on_device)
+        except Exception as err:
+            raise Wrong(
+                f"`to_numpy` works on the CPU but raises {type(err).__name__} for a tensor on "
+                f"{device}. NumPy reads only the computer's main memory: where are the tensor's "
+                "numbers before you call `.numpy()`?",
+                f"`to_numpy` 在 CPU 上可用，但对 {device} 上的张量抛出了 {type(err).__name__}。"
+                "NumPy 只能读取主机内存。调用 `.numpy()` 之前，张量的数据在哪里？",
+            ) from None
+        _an_array_of(result, device)
+    try:
+        result = to_numpy([1, 2, 3])
+    except TypeError as err:
+        if not str(err).strip():
+            raise Wrong(
+                "`to_numpy([1, 2, 3])` raises a TypeError without a message: say what it "
+                "expected and what it got.",
+                "`to_numpy([1, 2, 3])` 抛出的 TypeError 没有说明。写明它需要什么、实际收到了什么。",
+            ) from None
+    except Exception as err:
+        raise Wrong(
+            f"`to_numpy([1, 2, 3])` raises {type(err).__name__}, an error from deep inside your "
+            "code. Check the argument's type first and raise a TypeError that says what it got.",
+            f"`to_numpy([1, 2, 3])` 抛出了 {type(err).__name__}，这是代码深处的错误。"
+            "先检查参数的类型，再抛出一个写明收到了什么的 TypeError。",
+        ) from None
+    else:
+        raise Wrong(
+            f"`to_numpy([1, 2, 3])` returned {_a(result)} instead of refusing the "
+            "list: check that the argument is a tensor, and raise a TypeError if not.",
+            f"`to_numpy([1, 2, 3])` 返回了 {type(result).__name__}，没有拒绝这个列表。"
+            "检查参数是不是张量，不是就抛出 TypeError。",
+        )
+
+
+def _drawn(seed: int, *sizes: int) -> tuple[torch.Generator, list[torch.Tensor]]:
+    """A private generator seeded with ``seed`` and what ``torch.rand`` draws from it for each
+    size in turn (the learner's global generator is never touched)."""
+    generator = torch.Generator().manual_seed(seed)
+    return generator, [torch.rand(n, generator=generator) for n in sizes]
+
+
+def _same(answer: torch.Tensor, expected: torch.Tensor) -> bool:
+    return answer.shape == expected.shape and torch.equal(answer, expected)
+
+
+@exercise(4)
+def q4(g, from_global, from_g, expected, after) -> None:
+    if g is torch.default_generator:
+        raise Wrong(
+            "`g` is the global generator itself (torch.manual_seed returns it); make a "
+            "generator of your own.",
+            "`g` 就是全局生成器本身（torch.manual_seed 返回的正是它）。请创建你自己的生成器。",
+        )
+    if not isinstance(g, torch.Generator):
+        raise Wrong(
+            f"`g` should be a torch.Generator; it is {_a(g)}.",
+            f"`g` 应该是一个 torch.Generator，现在是 {type(g).__name__}。",
+        )
+    if g.initial_seed() != 0:
+        raise Wrong(
+            f"`g` was seeded with {g.initial_seed()}, not 0: a new generator has a fixed seed "
+            "of its own until you set one.",
+            f"`g` 的种子是 {g.initial_seed()}，不是 0。"
+            "新建的生成器在你设定种子之前有自己固定的种子。",
+        )
+    _, (first_three,) = _drawn(0, 3)
+    names = ("from_global", "from_g", "expected", "after")
+    for name, answer in zip(names, (from_global, from_g, expected, after), strict=True):
+        _tensor(name, answer)
+    if not _same(from_global.detach().cpu(), first_three):
+        raise Wrong(
+            "`from_global` is not the first three numbers after torch.manual_seed(0): draw it "
+            "right after seeding, with nothing drawn in between.",
+            "`from_global` 不是 torch.manual_seed(0) 之后的前三个数。"
+            "设定种子后立即取数，中间不要抽取别的。",
+        )
+    if not _same(from_g.detach().cpu(), first_three):
+        raise Wrong(
+            "`from_g` differs from `from_global`: draw three numbers from `g`, freshly seeded, "
+            "with torch.rand.",
+            "`from_g` 与 `from_global` 不同。用 torch.rand 从刚设好种子的 `g` 中抽取三个数。",
+        )
+    _, (two_after_seed_1,) = _drawn(1, 2)
+    if not _same(expected.detach().cpu(), two_after_seed_1):
+        raise Wrong(
+            "`expected` is not the first two numbers after torch.manual_seed(1): draw it right "
+            "after seeding.",
+            "`expected` 不是 torch.manual_seed(1) 之后的前两个数。设定种子后立即取数。",
+        )
+    if not _same(after.detach().cpu(), two_after_seed_1):
+        raise Wrong(
+            "`after` differs from `expected`: something drew from the global generator between "
+            "torch.manual_seed(1) and `after`. Which generator did the five numbers come from?",
+            "`after` 与 `expected` 不同：在 torch.manual_seed(1) 和 `after` 之间，"
+            "有运算从全局生成器取了数。"
+            "那五个数是从哪个生成器抽取的？",
+        )
+    if not torch.equal(g.get_state(), _drawn(0, 3, 5)[0].get_state()):
+        raise Wrong(
+            "`g` has not drawn exactly three numbers and then five: pass `generator=g` to "
+            "torch.rand for `from_g` and for the five numbers, and run the answer cell once "
+            "from its first line.",
+            "`g` 抽取的数不是先三个、再五个。给 `from_g` 和那五个数的 torch.rand 都传入 "
+            "`generator=g`，然后从第一行起把答案单元格运行一次。",
+        )
