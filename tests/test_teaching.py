@@ -94,7 +94,8 @@ def test_a_file_that_is_no_submission_gets_one_line(courses, tmp_path) -> None:
         "a.txt": (b"hello", "not a notebook: a.txt is not an .ipynb file"),
         "b.ipynb": (b"{not json", "not a notebook: the file is not valid JSON"),
         "c.ipynb": (b"\xff\xfe", "not a notebook: the file is not UTF-8 text"),
-        "d.ipynb": (b'{"cells": 3}', "not a valid Jupyter notebook"),
+        "d.ipynb": (b'{"cells": 3}', "not a Jupyter notebook: JSON without a notebook's"),
+        "i.ipynb": (b'{"nbformat": 4, "nbformat_minor": 5, "cells": [3]}', "not a valid Jupyter"),
         "e.ipynb": (b" " * (2 * 2**20), "too large: 2.0 MB, more than 1 MB"),
         "f.ipynb": (b"[" * 100_000, "not a notebook: the file is not valid JSON"),
         "g.ipynb": (
@@ -110,6 +111,18 @@ def test_a_file_that_is_no_submission_gets_one_line(courses, tmp_path) -> None:
     with pytest.raises(Refused, match="not a plain file"):
         read_submission(tmp_path / "h.ipynb", 2**20, LESSON)
     assert read_submission(release, 2**20, LESSON).cells
+
+
+def test_the_grader_refuses_to_run_submissions_it_cannot_isolate(monkeypatch, capsys) -> None:
+    from tools.teaching import grade as grader
+
+    monkeypatch.setattr(grader.sandbox.os, "geteuid", lambda: 1000)
+    assert grader.main(["--lesson", "01", "--submissions", "."]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [
+        "grade: the grader creates a throw-away user per submission, which needs root: run it "
+        "as root (sudo make grade ..., or in a container or VM)"
+    ]
 
 
 # ---- a class of 30 ------------------------------------------------------------------------
@@ -334,7 +347,8 @@ def test_a_class_of_30_gets_the_scores_it_earned_and_changes_nothing_else(
             path.write_bytes(nb)
         else:
             nbformat.write(nb, path)
-    users_before = {u.pw_name for u in pwd.getpwall()}
+    ours = sandbox.USER_PREFIX  # (other programs on the machine may add users meanwhile)
+    users_before = {u.pw_name for u in pwd.getpwall() if u.pw_name.startswith(ours)}
     project, course_files, shared = _tree(ROOT), _tree(course), _shared_writable()
     out = tmp_path / "out"
 
@@ -357,7 +371,7 @@ def test_a_class_of_30_gets_the_scores_it_earned_and_changes_nothing_else(
     assert [p for p in new if PROBE in p] == []
     known = {u.pw_uid for u in pwd.getpwall()}
     assert {p: uid for p, uid in new.items() if uid not in known} == {}
-    assert {u.pw_name for u in pwd.getpwall()} == users_before
+    assert {u.pw_name for u in pwd.getpwall() if u.pw_name.startswith(ours)} == users_before
     assert not list(work.glob("run-*"))
     assert shutil.which("pgrep") is None or all(
         not name.startswith(sandbox.USER_PREFIX) for name in os.popen("ps -eo user=").read().split()

@@ -56,6 +56,10 @@ class AssignmentError(ValueError):
     """A lesson whose exercise section cannot become an assignment; one line."""
 
 
+class NoChecks(AssertionError):
+    """A lesson whose exercises have no checks yet (no check cells)."""
+
+
 def _tags(cell) -> set[str]:
     return set(cell.metadata.get("tags", []))
 
@@ -148,6 +152,8 @@ def source_notebook(lesson: Path, lang: str, checks_dir: Path | None = None):
     number = lesson_number(lesson)
     checks_dir = checks_dir or ROOT / "utils" / "exercises"
     where = f"{lesson}: "
+    if not any({"exercise", "check"} <= _tags(c) for c in nb.cells):
+        raise NoChecks(f"{where}no check cells (tags exercise + check): nothing to grade")
     solutions: dict[int, list[str]] = {}
     for cell in nb.cells:
         tags = _tags(cell)
@@ -194,7 +200,7 @@ def source_notebook(lesson: Path, lang: str, checks_dir: Path | None = None):
             checks.add(n)
         cells.append(cell)
     if not checks:
-        raise AssertionError(f"{where}no check cells (tags exercise + check): nothing to grade")
+        raise NoChecks(f"{where}no check cells (tags exercise + check): nothing to grade")
     if answers != checks:
         raise AssertionError(
             f"{where}exercises with an answer cell {sorted(answers)} "
@@ -290,6 +296,15 @@ def main(argv: list[str] | None = None) -> int:
         numbers = args.lessons or [lesson_number(p) for p in lesson_notebooks()]
         for lang in args.lang:
             lessons = [lesson_for(n, lang) for n in numbers]
+            if not args.lessons:  # all lessons: those whose exercises have no checks yet wait
+                ready = []
+                for lesson in lessons:
+                    try:
+                        source_notebook(lesson, lang)
+                        ready.append(lesson)
+                    except NoChecks:
+                        print(f"{lang}: {lesson.name}: skipped, its exercises have no checks yet")
+                lessons = ready
             course = OUT / lang
             if within(ROOT, course.relative_to(ROOT).as_posix()) is None:
                 raise AssignmentError(f"{course} is reached through a link: not written")

@@ -78,12 +78,18 @@ def read_submission(path: Path, max_bytes: int, number_: str):
         raise Refused(f"too large: more than {max_bytes / 2**20:g} MB")
     try:
         text = data.decode("utf-8")
-        json.loads(text)
+        parsed = json.loads(text)
     except UnicodeDecodeError:
         raise Refused("not a notebook: the file is not UTF-8 text") from None
     except (json.JSONDecodeError, RecursionError) as err:
         where = f" (line {err.lineno}, column {err.colno})" if hasattr(err, "lineno") else ""
         raise Refused(f"not a notebook: the file is not valid JSON{where}") from None
+    if not (
+        isinstance(parsed, dict)
+        and isinstance(parsed.get("nbformat"), int)
+        and isinstance(parsed.get("cells"), list)
+    ):
+        raise Refused("not a Jupyter notebook: JSON without a notebook's version and cells")
     try:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
