@@ -369,8 +369,10 @@ def test_a_class_of_30_gets_the_scores_it_earned_and_changes_nothing_else(
     assert _tree(course) == course_files
     new = {p: uid for p, uid in _shared_writable().items() if p not in shared}
     assert [p for p in new if PROBE in p] == []
+    # the grader's users are system users (useradd --system: uid below 1000) and are gone now;
+    # other programs on a shared machine may leave files of their own removed users meanwhile
     known = {u.pw_uid for u in pwd.getpwall()}
-    assert {p: uid for p, uid in new.items() if uid not in known} == {}
+    assert {p: uid for p, uid in new.items() if uid not in known and uid < 1000} == {}
     assert {u.pw_name for u in pwd.getpwall() if u.pw_name.startswith(ours)} == users_before
     assert not list(work.glob("run-*"))
     assert shutil.which("pgrep") is None or all(

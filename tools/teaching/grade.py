@@ -241,6 +241,9 @@ c.SandboxKernelManager.kernel_env = {kernel_env!r}
             raise AssignmentError(f"nbgrader export: {failure(done)}")
         feedback = out / "feedback"
         feedback.mkdir(exist_ok=True)
+        again = [s for s in sorted(set(graded) | set(notes)) if (feedback / f"{s}.html").exists()]
+        if again:
+            print(f"grade: replacing {len(again)} feedback files in {feedback}")
         for student in sorted(set(graded) | set(notes)):
             page = course / "feedback" / student / name / f"{name}.html"
             target = feedback / f"{student}.html"
