@@ -278,6 +278,7 @@ def _class(release, answers, attacked: dict[str, str]) -> tuple[dict, dict[str, 
             },
             [1, 1, 1, 1],
         ),
+        "hogs_memory": (every, {1: "hog = bytearray(8 * 2**30)"}, [0, 1, 1, 1]),  # MemoryError
         "prints_a_flood": (
             every,
             {1: "for _ in range(3000):\n    print('x' * 10_000)"},

@@ -20,7 +20,7 @@ user, its folder and its processes are removed afterwards (tools/teaching/sandbo
 how, and what it does not protect). Linux and root only.
 
     python -m tools.teaching.grade --lesson 01 --submissions SUBMITTED [--lang zh]
-        [--out FOLDER] [--cell-timeout 120] [--timeout 900] [--max-mb 20]
+        [--out FOLDER] [--cell-timeout 120] [--timeout 900] [--max-mb 20] [--memory-gb 4]
 """
 
 from __future__ import annotations
@@ -134,6 +134,7 @@ def grade(
     max_bytes: int = 20 * 2**20,
     notebooks: Path = ROOT / "notebooks",
     checks_dir: Path | None = None,
+    memory_bytes: int = 4 * 2**30,
 ) -> Path:
     """Grade ``submissions`` against lesson ``number_`` of ``notebooks`` (its checks in
     ``checks_dir``, default the project's); the path of grades.csv."""
@@ -179,6 +180,7 @@ c.SandboxKernelManager.work_root = {str(boxes)!r}
 c.SandboxKernelManager.ledger = {str(ledger)!r}
 c.SandboxKernelManager.hidden_paths = {hidden!r}
 c.SandboxKernelManager.kernel_env = {kernel_env!r}
+c.SandboxKernelManager.memory = {memory_bytes}
 """
     notes: dict[str, str] = {}
     try:
@@ -312,6 +314,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MB",
         help="largest submission read",
     )
+    parser.add_argument(
+        "--memory-gb",
+        type=number(float, above=0, most=1024),
+        default=4,
+        metavar="GB",
+        help="memory (address space) of each process of a submission",
+    )
     args = parser.parse_args(argv)
     if not re.fullmatch(r"\d\d", args.lesson):
         parser.error(f"argument --lesson: a two-digit lesson number such as 01 (not {args.lesson})")
@@ -333,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             args.cell_timeout,
             args.timeout,
             int(args.max_mb * 2**20),
+            memory_bytes=int(args.memory_gb * 2**30),
         )
     except (LessonError, AssignmentError, AssertionError) as err:
         print(f"grade: {err}", file=sys.stderr)

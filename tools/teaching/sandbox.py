@@ -19,8 +19,9 @@ is untrusted. The grader (tools/teaching/grade.py, as root) hands nbgrader
   namespace, whose first process is the kernel: killing it ends every process the
   submission started, however it forked; a network namespace without any interface up (no
   network at all); private IPC and host name.
-- **bounds**: at most ``nproc`` processes and threads for the user, files of at most
-  ``fsize`` bytes, no core files (``prlimit``); each cell at most ``timeout`` seconds (then
+- **bounds**: at most ``nproc`` processes and threads for the user, ``memory`` bytes of
+  address space per process (4 GiB by default: torch and a lesson's training fit), files of
+  at most ``fsize`` bytes, no core files (``prlimit``); each cell at most ``timeout`` seconds (then
   an interrupt), the whole submission at most ``submission_timeout`` seconds: what is not
   run by then gets an error and no points, what finished keeps its points; output kept of a
   cell at most ``max_output_bytes``.
@@ -259,6 +260,7 @@ class SandboxKernelManager(AsyncKernelManager):
     ledger = Unicode("", help="file listing every user created, before it exists").tag(config=True)
     nproc = Integer(256, help="processes and threads the user may run").tag(config=True)
     fsize = Integer(256 * 2**20, help="largest file the user may write, in bytes").tag(config=True)
+    memory = Integer(4 * 2**30, help="address space of each process, in bytes").tag(config=True)
     kernel_env = List(
         Unicode(),
         help="NAME=VALUE settings for the kernel (nothing else of the grader's environment)",
@@ -313,7 +315,8 @@ class SandboxKernelManager(AsyncKernelManager):
             "/bin/sh", "-c", script, "sandbox",
             "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
             "--inh-caps=-all", "--bounding-set=-all", "--",
-            "prlimit", f"--nproc={self.nproc}", f"--fsize={self.fsize}", "--core=0", "--",
+            "prlimit", f"--nproc={self.nproc}", f"--fsize={self.fsize}", f"--as={self.memory}",
+            "--core=0", "--",
             *cmd,
         ]  # fmt: skip
         return wrapped, kw
