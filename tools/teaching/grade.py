@@ -7,10 +7,10 @@ One ``.ipynb`` per student, named by the student's id (``alice.ipynb``: letters,
 submission runs ``nbgrader autograde`` (its kernel isolated and bounded:
 tools/teaching/sandbox.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
 (tools/teaching/export.py). Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
-``grades.csv`` (one row per student, one column per exercise, the total, a note) and
-``feedback/<student>.html``. A file that is not a notebook, not JSON, too large (checked
-before it is read), or not this lesson's assignment gets its row of zeros with one line
-saying so, and the run goes on.
+``grades.csv`` (one row per student, one column per exercise, the total, a note),
+``feedback/<student>.html`` and nbgrader's log of each, ``logs/<student>.log``. A file that
+is not a notebook, not JSON, too large (checked before it is read), or not this lesson's
+assignment gets its row of zeros with one line saying so, and the run goes on.
 
 Submissions are untrusted. What protects the machine, the other submissions and the
 gradebook: each kernel runs as its own throw-away Unix user, in its own folder, in fresh
@@ -183,6 +183,8 @@ c.SandboxKernelManager.kernel_env = {kernel_env!r}
 c.SandboxKernelManager.memory = {memory_bytes}
 """
     notes: dict[str, str] = {}
+    logs = out / "logs"  # nbgrader's own log of each submission, for a surprising score
+    logs.mkdir(parents=True, exist_ok=True)
     try:
         write_course(course, lang, [lesson], grading, checks_dir)
         graded = []
@@ -212,7 +214,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
             graded.append(student)
         for student in graded:
             started = time.monotonic()
-            note = _autograde(course, name, student, timeout + GRACE_S)
+            note = _autograde(course, name, student, timeout + GRACE_S, logs)
             _sweep(ledger, log)
             report = reports / f"{student}.txt"
             if note is None and report.exists():
@@ -259,10 +261,11 @@ c.SandboxKernelManager.memory = {memory_bytes}
         remove(within(work_root, run.name))
 
 
-def _autograde(course: Path, name: str, student: str, limit_s: int) -> str | None:
-    """Run nbgrader autograde for one student; a note when nbgrader itself failed."""
+def _autograde(course: Path, name: str, student: str, limit_s: int, logs: Path) -> str | None:
+    """Run nbgrader autograde for one student, its log in ``logs``; a note when nbgrader
+    itself failed."""
     env = nbgrader_env()
-    with tempfile.TemporaryFile() as log:
+    with (logs / f"{student}.log").open("w+b") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "nbgrader", "autograde", name, f"--student={student}",
              "--force"],

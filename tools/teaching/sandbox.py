@@ -384,15 +384,20 @@ class SandboxedExecute(Execute):
     def preprocess(self, nb, resources, km=None):
         self._deadline = time.monotonic() + self.submission_timeout
         self._stopped: str | None = None
+        self._interrupted: list[int] = []  # code cells (counted from 1) cut by their limit
         self.timeout_func = self._cell_timeout
         self.shutdown_kernel = "immediate"
         try:
             return super().preprocess(nb, resources, km=km)
         finally:
             student = resources.get("nbgrader", {}).get("student")
-            if self._stopped and self.report_dir and student:
+            said = [self._stopped] if self._stopped else []
+            if self._interrupted:
+                cells = ", ".join(map(str, self._interrupted))
+                said.insert(0, f"interrupted after {self.timeout} s: code cell {cells}")
+            if said and self.report_dir and student:
                 report = Path(self.report_dir) / f"{student}.txt"
-                report.write_text(self._stopped, encoding="utf-8")
+                report.write_text("; ".join(said), encoding="utf-8")
 
     def _cell_timeout(self, cell) -> int:
         left = self._deadline - time.monotonic()
@@ -418,6 +423,8 @@ class SandboxedExecute(Execute):
         except CellTimeoutError:
             self._stopped = f"a cell did not stop within {self.timeout} s, even when interrupted"
             cell.outputs.append(_error("CellTimeoutError", self._stopped))
+        if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
+            self._interrupted.append(self.code_cells_executed)
         if self._stopped is None and time.monotonic() >= self._deadline:
             self._stopped = f"the submission's time limit ({self.submission_timeout} s) ran out"
             if not any(o.output_type == "error" for o in cell.outputs):
