@@ -20,7 +20,7 @@ user, its folder and its processes are removed afterwards (tools/teaching/sandbo
 how, and what it does not protect). Linux and root only.
 
     python -m tools.teaching.grade --lesson 01 --submissions SUBMITTED [--lang zh]
-        [--out FOLDER] [--cell-timeout 120] [--timeout 900] [--max-mb 20] [--memory-gb 4]
+        [--out FOLDER] [--cell-timeout 120] [--timeout 900] [--max-mb 20] [--memory-gb 16]
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def grade(
     max_bytes: int = 20 * 2**20,
     notebooks: Path = ROOT / "notebooks",
     checks_dir: Path | None = None,
-    memory_bytes: int = 4 * 2**30,
+    memory_bytes: int = 16 * 2**30,
 ) -> Path:
     """Grade ``submissions`` against lesson ``number_`` of ``notebooks`` (its checks in
     ``checks_dir``, default the project's); the path of grades.csv."""
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--memory-gb",
         type=number(float, above=0, most=1024),
-        default=4,
+        default=16,
         metavar="GB",
         help="memory (address space) of each process of a submission",
     )

@@ -20,7 +20,8 @@ is untrusted. The grader (tools/teaching/grade.py, as root) hands nbgrader
   submission started, however it forked; a network namespace without any interface up (no
   network at all); private IPC and host name.
 - **bounds**: at most ``nproc`` processes and threads for the user, ``memory`` bytes of
-  address space per process (4 GiB by default: torch and a lesson's training fit), files of
+  address space per process (16 GiB by default: 4 GiB was too little once for torch with its
+  threads and CUDA libraries mapped, though nothing was used), files of
   at most ``fsize`` bytes, no core files (``prlimit``); each cell at most ``timeout`` seconds (then
   an interrupt), the whole submission at most ``submission_timeout`` seconds: what is not
   run by then gets an error and no points, what finished keeps its points; output kept of a
@@ -260,7 +261,7 @@ class SandboxKernelManager(AsyncKernelManager):
     ledger = Unicode("", help="file listing every user created, before it exists").tag(config=True)
     nproc = Integer(256, help="processes and threads the user may run").tag(config=True)
     fsize = Integer(256 * 2**20, help="largest file the user may write, in bytes").tag(config=True)
-    memory = Integer(4 * 2**30, help="address space of each process, in bytes").tag(config=True)
+    memory = Integer(16 * 2**30, help="address space of each process, in bytes").tag(config=True)
     kernel_env = List(
         Unicode(),
         help="NAME=VALUE settings for the kernel (nothing else of the grader's environment)",
@@ -423,12 +424,14 @@ class SandboxedExecute(Execute):
         except CellTimeoutError:
             self._stopped = f"a cell did not stop within {self.timeout} s, even when interrupted"
             cell.outputs.append(_error("CellTimeoutError", self._stopped))
-        if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
-            self._interrupted.append(self.code_cells_executed)
         if self._stopped is None and time.monotonic() >= self._deadline:
             self._stopped = f"the submission's time limit ({self.submission_timeout} s) ran out"
             if not any(o.output_type == "error" for o in cell.outputs):
                 cell.outputs.append(_error("TimeLimit", self._stopped))
+        elif self._stopped is None and any(
+            o.get("ename") == "CellTimeoutError" for o in cell.outputs
+        ):  # cut by its own limit, and the kernel went on
+            self._interrupted.append(self.code_cells_executed)
         return cell
 
     # nbclient binds its synchronous wrapper to its own coroutine: bind it to ours
