@@ -109,7 +109,7 @@ IMAGE_MISTAKES = {
     ),
     "the colour dimension left last": (
         (AS_TENSOR.float() / 255, False),
-        {"en": "has shape (2, 32, 32, 3), not (2, 3, 32, 32)", "zh": "颜色维紧跟在批量维之后"},
+        {"en": "has shape (2, 32, 32, 3), not (2, 3, 32, 32)", "zh": "颜色维应紧跟在批量维之后"},
     ),
     "float64": (
         (AS_TENSOR.permute(0, 3, 1, 2).double() / 255, False),

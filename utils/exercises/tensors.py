@@ -75,11 +75,11 @@ def q2(X, shares_memory) -> None:
     X = _tensor("X", X)
     if tuple(X.shape) != (2, 3, 32, 32):
         raise Wrong(
-            f"`X` has shape {tuple(X.shape)}, not (2, 3, 32, 32): PyTorch wants the colour "
-            "dimension right after the batch dimension. Which dimension of `images` is the "
-            "colour, and where must it go?",
+            f"`X` has shape {tuple(X.shape)}, not (2, 3, 32, 32): the colour dimension comes "
+            "right after the batch dimension, as PyTorch's convolution layers expect. Which "
+            "dimension of `images` is the colour, and where must it go?",
             f"`X` 的形状是 {tuple(X.shape)}，不是 (2, 3, 32, 32)。"
-            "PyTorch 要求颜色维紧跟在批量维之后。"
+            "颜色维应紧跟在批量维之后，这是 PyTorch 卷积层期望的顺序。"
             "`images` 的哪一维是颜色？它应该移到哪里？",
         )
     if X.dtype != torch.float32:
