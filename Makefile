@@ -17,7 +17,7 @@ lab hub bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR1
 
 
 
-.PHONY: help generate venv lab hub data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
+.PHONY: help generate venv lab hub assignments grade data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
@@ -34,6 +34,10 @@ help:
 	@echo "make utils    - rewrite utils' lesson modules from the notebooks' cells tagged save"
 	@echo "make generate - every generated file (utils, slide metadata, times, zh notebooks), in order"
 	@echo "make refresh  - re-execute every notebook in place on the CPU, then make generate (authors)"
+	@echo "make assignments - nbgrader assignments from the lessons, without solutions, in"
+	@echo "               build/assignments/<en|zh>/release/ (hand out that folder)"
+	@echo "make grade LESSON=01 SUBMISSIONS=folder [COURSE_LANG=zh] - grades.csv, feedback per student"
+	@echo "               (as root: each submission runs as a throw-away user; see README)"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/authoring/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
@@ -142,6 +146,17 @@ endif
 endif
 html: $(STAMP)
 	$(BIN)/python -m tools.publishing.build_site --out build/site $(if $(filter $(EXECUTE_YES),$(strip $(EXECUTE))),--execute,)
+
+# Homework (tools/teaching/): each lesson as an nbgrader assignment (build output, never
+# committed), and the class grader. LESSON and SUBMISSIONS are checked by the grader itself;
+# COURSE_LANG=zh grades the Chinese assignment (LANG is the locale's); GRADE_ARGS passes
+# --cell-timeout, --timeout, --max-mb or --out.
+assignments: $(STAMP)
+	$(BIN)/python -m tools.teaching.assignments
+
+grade: $(STAMP)
+	$(BIN)/python -m tools.teaching.grade --lesson "$(LESSON)" --submissions "$(SUBMISSIONS)" \
+		--lang "$(or $(COURSE_LANG),en)" $(GRADE_ARGS)
 
 # Lesson code reused by later lessons: utils/<lesson>.py from the cells tagged `save`.
 utils: $(STAMP)

@@ -24,6 +24,8 @@ NEVER_CHECK = "jupyterlab.NeverCheckForUpdate"
 # (JUPYTERLAB_DIR may be a user's global Lab) and nothing is left behind.
 CONFIG_DIR = Path(__file__).resolve().parent / "lab_settings"
 DEFAULTS = CONFIG_DIR / "labconfig" / "default_setting_overrides.json"
+# nbgrader (the teacher's grader, tools/teaching/) comes with a Lab extension: its panels
+# (assignments, formgrader, course list) stay out of a learner's Lab (labconfig/page_config.json).
 
 
 def config_path(environ: dict[str, str]) -> str:

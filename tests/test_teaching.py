@@ -1,0 +1,399 @@
+"""Homework from the lessons (tools/teaching/assignments.py) and the class grader
+(tools/teaching/grade.py, tools/teaching/sandbox.py): the release holds no solution, a
+learner's Restart & Run All of it completes, bad files get one line, and a class of 30
+submissions, untrusted ones among them, gets the scores it earned and changes nothing else."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import os
+import pwd
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tools.teaching import assignments, sandbox
+from tools.teaching.grade import Refused, grade, read_submission
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = "01"
+CHECKS = ["ex01_q1", "ex01_q2", "ex01_q3", "ex01_q4"]
+
+
+@pytest.fixture(scope="module")
+def courses(tmp_path_factory) -> dict[str, Path]:
+    """The English and Chinese courses of lesson 01, as `make assignments` writes them."""
+    made = {}
+    for lang in assignments.LANGS:
+        course = tmp_path_factory.mktemp(f"course-{lang}")
+        lesson = assignments.lesson_for(LESSON, lang)
+        assignments.write_course(course, lang, [lesson])
+        made[lang] = course
+    return made
+
+
+def _release(course: Path) -> Path:
+    return course / "release" / "01_tensors" / "01_tensors.ipynb"
+
+
+@pytest.mark.parametrize("lang", assignments.LANGS)
+def test_the_release_holds_no_solution_code_or_text(courses, lang) -> None:
+    lesson = nbformat.read(assignments.lesson_for(LESSON, lang), as_version=4)
+    release = _release(courses[lang]).read_text(encoding="utf-8")
+    text = "\n".join(c.source for c in nbformat.reads(release, as_version=4).cells)
+    solution = [c for c in lesson.cells if "solution" in c.metadata.get("tags", [])]
+    # a line the lesson also shows outside its solutions (an answer cell's given input) is no leak
+    shown = {
+        line.strip()
+        for c in lesson.cells
+        if "solution" not in c.metadata.get("tags", [])
+        for line in c.source.splitlines()
+    }
+    code = {
+        line.strip()
+        for c in solution
+        if c.cell_type == "code" and "check" not in c.metadata.get("tags", [])
+        for line in c.source.splitlines()
+        if line.strip() and line.strip() not in shown
+    }
+    prose = {
+        line.strip()
+        for c in solution
+        if c.cell_type == "markdown"
+        for line in c.source.splitlines()
+        if line.strip()
+    }
+    assert len(code) > 10 and len(prose) > 5  # the search has something to find
+    assert [line for line in code | prose if line in text] == []
+    for marker in ("BEGIN SOLUTION", "HIDDEN TESTS", "_graded", ".grade("):
+        assert marker not in text
+    assert assignments.SOLUTIONS_WORD[lang].search(text) is None  # nor says where they are
+
+
+@pytest.mark.parametrize("lang", assignments.LANGS)
+def test_a_learners_restart_and_run_all_of_the_release_completes_saying_not_done(
+    courses, lang, tmp_path
+) -> None:
+    nb = nbformat.read(_release(courses[lang]), as_version=4)
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()  # raises on the first error
+    checks = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    said = ["".join(o.get("text", "") for o in c.outputs) for c in checks]
+    todo = "not done yet" if lang == "en" else "还没做"
+    assert len(said) == 4 and all(todo in line for line in said), said
+
+
+def test_a_file_that_is_no_submission_gets_one_line(courses, tmp_path) -> None:
+    release = _release(courses["en"])
+    cases = {
+        "a.txt": (b"hello", "not a notebook: a.txt is not an .ipynb file"),
+        "b.ipynb": (b"{not json", "not a notebook: the file is not valid JSON"),
+        "c.ipynb": (b"\xff\xfe", "not a notebook: the file is not UTF-8 text"),
+        "d.ipynb": (b'{"cells": 3}', "not a Jupyter notebook: JSON without a notebook's"),
+        "i.ipynb": (b'{"nbformat": 4, "nbformat_minor": 5, "cells": [3]}', "not a valid Jupyter"),
+        "e.ipynb": (b" " * (2 * 2**20), "too large: 2.0 MB, more than 1 MB"),
+        "f.ipynb": (b"[" * 100_000, "not a notebook: the file is not valid JSON"),
+        "g.ipynb": (
+            (ROOT / "notebooks" / "01_tensors.ipynb").read_bytes(),
+            "not lesson 01's assignment",
+        ),
+    }
+    for name, (data, line) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(Refused, match=line.replace("(", r"\(").replace(".", r"\.")):
+            read_submission(tmp_path / name, 2**20, LESSON)
+    (tmp_path / "h.ipynb").symlink_to(release)
+    with pytest.raises(Refused, match="not a plain file"):
+        read_submission(tmp_path / "h.ipynb", 2**20, LESSON)
+    assert read_submission(release, 2**20, LESSON).cells
+
+
+def test_the_grader_refuses_to_run_submissions_it_cannot_isolate(monkeypatch, capsys) -> None:
+    from tools.teaching import grade as grader
+
+    monkeypatch.setattr(grader.sandbox.os, "geteuid", lambda: 1000)
+    assert grader.main(["--lesson", "01", "--submissions", "."]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [
+        "grade: the grader creates a throw-away user per submission, which needs root: run it "
+        "as root (sudo make grade ..., or in a container or VM)"
+    ]
+
+
+def test_nbgraders_lab_panels_stay_out_of_a_learners_lab() -> None:
+    import subprocess
+    import sys
+
+    from tools.publishing import lab
+
+    env = dict(os.environ, JUPYTER_CONFIG_PATH=lab.config_path(os.environ))
+    listed = subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    line = [x for x in (listed.stdout + listed.stderr).splitlines() if "@jupyter/nbgrader v" in x]
+    assert len(line) == 1 and "disabled" in line[0], line
+
+
+# ---- a class of 30 ------------------------------------------------------------------------
+
+PROBE = "pwned-by-a-submission"  # what the untrusted submissions try to write or delete
+
+
+def _answers(course: Path) -> dict[str, str]:
+    """grade_id of each answer cell -> the lesson's solution code for it."""
+    source = nbformat.read(course / "source" / "01_tensors" / "01_tensors.ipynb", as_version=4)
+    found = {}
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            body = cell.source.split("### BEGIN SOLUTION\n", 1)[1]
+            found[meta["grade_id"]] = body.split("### END SOLUTION", 1)[0]
+    return found
+
+
+def _submission(release, answers: dict[str, str], right: set[int], extra: dict[int, str]):
+    """The release with the answers of ``right`` filled in and ``extra`` code prepended."""
+    nb = copy.deepcopy(release)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            n = int(meta["grade_id"].split("_q")[1].split("_")[0])
+            if n in right:  # the right answer, after the extra code if any
+                cell.source = extra.get(n, "") + "\n" + answers[meta["grade_id"]]
+            elif n in extra:  # in place of the placeholder: a wrong answer, or mischief
+                cell.source = extra[n]
+    return nb
+
+
+def _class(release, answers, attacked: dict[str, str]) -> tuple[dict, dict[str, list[int]]]:
+    """30+ submissions (id -> notebook or raw bytes) and the scores each should get."""
+    every = {1, 2, 3, 4}
+    root, course, work = attacked["root"], attacked["course"], attacked["work"]
+    cases: dict[str, tuple[set[int], dict[int, str], list[int]]] = {
+        **{f"right{i}": (every, {}, [1, 1, 1, 1]) for i in range(1, 5)},
+        "only_q1": ({1}, {}, [1, 0, 0, 0]),
+        "only_q3": ({3}, {}, [0, 0, 1, 0]),
+        "q1_q2": ({1, 2}, {}, [1, 1, 0, 0]),
+        "q2_q4": ({2, 4}, {}, [0, 1, 0, 1]),
+        "all_but_q4": ({1, 2, 3}, {}, [1, 1, 1, 0]),
+        "placeholder1": (set(), {}, [0, 0, 0, 0]),
+        "placeholder2": (set(), {}, [0, 0, 0, 0]),
+        # plausible mistakes: the rows without keepdim fail to broadcast; forgot / 255
+        "wrong_q1": (
+            every - {1},
+            {
+                1: "X = torch.arange(12.0).reshape(4, 3)\n"
+                "centred_cols = X - X.mean(dim=0)\ncentred_rows = X - X.mean()"
+            },
+            [0, 1, 1, 1],
+        ),
+        "wrong_q2": (
+            every - {2},
+            {
+                2: "images = np.zeros((2, 32, 32, 3), dtype=np.uint8)\n"
+                "X = torch.from_numpy(images).permute(0, 3, 1, 2).float()\n"
+                "shares_memory = False"
+            },
+            [1, 0, 1, 1],
+        ),
+        "raises_in_q2": (every - {2}, {2: "raise RuntimeError('oops')"}, [1, 0, 1, 1]),
+        "loops_forever": (every, {2: "while True:\n    pass"}, [1, 0, 1, 1]),
+        "ignores_interrupts": (
+            every,
+            {
+                3: "import signal\n"
+                "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "while True:\n    pass"
+            },
+            [1, 1, 0, 0],
+        ),
+        "too_slow": (
+            every,
+            {2: "import time\ntime.sleep(25)", 3: "time.sleep(25)", 4: "time.sleep(200)"},
+            [1, 1, 1, 0],
+        ),
+        "crashes": (every, {2: "import os\nos._exit(1)"}, [1, 0, 0, 0]),
+        "segfaults": (every, {3: "import ctypes\nctypes.string_at(0)"}, [1, 1, 0, 0]),
+        "deletes_files": (
+            every,
+            {
+                1: "import os, subprocess\nsubprocess.run(['rm', '-rf', "
+                f"{course!r}, {root + '/utils'!r}, {root + '/notebooks'!r}, "
+                f"{work!r}, '/tmp', '/var/tmp', os.path.expanduser('~')])\n"
+                "import glob, shutil\n"
+                "[shutil.rmtree(p, ignore_errors=True) for p in "
+                f"glob.glob({work + '/*'!r})]"
+            },
+            [1, 1, 1, 1],
+        ),
+        # reads the hidden tests and solutions: if it can, it leaves its answers undone
+        "reads_hidden_tests": (
+            every,
+            {
+                1: "import glob\nfound = []\n"
+                f"for p in glob.glob({work + '/*/*/*'!r}) + "
+                f"glob.glob({work + '/*/*/*/*/*'!r}) + "
+                f"glob.glob({course + '/source/*/*'!r}):\n"
+                "    try:\n        found.append(open(p).read(10))\n"
+                "    except OSError:\n        pass\n"
+                "assert not found, found"
+            },
+            [1, 1, 1, 1],
+        ),
+        "overwrites_checks": (
+            set(),
+            {
+                1: "import utils.exercises as _u\n"
+                "_u.Exercise.grade = lambda self, *a: None\n"
+                "ex.q1.__class__.check = lambda self, *a: True\n"
+                "import sys, types\n"
+                "sys.modules['_graded.tensors'] = types.SimpleNamespace()\n"
+                "class _Fake:\n"
+                "    def __getattr__(self, name):\n"
+                "        return self\n"
+                "    def __call__(self, *a):\n        return True\n"
+                "ex = _Fake()"
+            },
+            [0, 0, 0, 0],
+        ),
+        "prints_all_passed": (
+            set(),
+            {n: "print('All tests passed! 4/4')" for n in every},
+            [0, 0, 0, 0],
+        ),
+        "writes_outside": (
+            every,
+            {
+                1: "import os\nfor d in ['/tmp', '/var/tmp', '/dev/shm', "
+                f"{root!r}, {root + '/notebooks'!r}, {course!r}, {work!r}]:\n"
+                "    try:\n"
+                f"        open(os.path.join(d, {PROBE!r}), 'w').write('x')\n"
+                "    except OSError:\n        pass\n"
+                f"open({PROBE!r}, 'w').write('in its own folder: allowed')"
+            },
+            [1, 1, 1, 1],
+        ),
+        "leaves_a_process": (
+            every,
+            {1: "import subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True)"},
+            [1, 1, 1, 1],
+        ),
+        "uses_the_network": (
+            every,
+            {
+                1: "import socket\ntry:\n"
+                "    socket.create_connection(('127.0.0.1', 22), timeout=2)\n"
+                "except OSError:\n    pass"
+            },
+            [1, 1, 1, 1],
+        ),
+        "hogs_memory": (every, {1: "hog = bytearray(20 * 2**30)"}, [0, 1, 1, 1]),  # MemoryError
+        "prints_a_flood": (
+            every,
+            {1: "for _ in range(3000):\n    print('x' * 10_000)"},
+            [1, 1, 1, 1],
+        ),
+    }
+    made: dict[str, object] = {}
+    expected: dict[str, list[int]] = {}
+    for student, (right, extra, scores) in cases.items():
+        made[student] = _submission(release, answers, right, extra)
+        expected[student] = scores
+    lesson = (Path(root) / "notebooks" / "01_tensors.ipynb").read_bytes()
+    for student, data in {
+        "not_json": b"{ this is not json",
+        "not_a_notebook_but_json": b'{"cells": "none"}',
+        "huge": b" " * (3 * 2**20),
+        "wrong_lesson": lesson,
+    }.items():
+        made[student] = data
+        expected[student] = [0, 0, 0, 0]
+    made["a_text_file.txt"] = b"my answers are in my head"
+    expected["a_text_file"] = [0, 0, 0, 0]
+    return made, expected
+
+
+def _tree(folder: Path) -> dict[str, tuple]:
+    """Every file and link under ``folder`` with its size and modification time."""
+    found = {}
+    for top, dirs, files in os.walk(folder):
+        # left out: caches (pytest's, ruff's, Python's), git's own files, the grader's folder
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git", ".ruff_cache", "grading")]
+        for name in files:
+            path = Path(top, name)
+            st = path.lstat()
+            found[str(path)] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def _shared_writable() -> dict[str, int]:
+    found = {}
+    for folder in sandbox.SHARED_WRITABLE:
+        for path in Path(folder).iterdir() if Path(folder).is_dir() else []:
+            try:
+                found[str(path)] = path.lstat().st_uid
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.e2e
+def test_a_class_of_30_gets_the_scores_it_earned_and_changes_nothing_else(
+    courses, tmp_path
+) -> None:
+    if sandbox.check_host():
+        pytest.skip(sandbox.check_host())
+    course = courses["en"]
+    release = nbformat.read(_release(course), as_version=4)
+    work = ROOT / "build" / "grading"
+    attacked = {"root": str(ROOT), "course": str(course), "work": str(work)}
+    made, expected = _class(release, _answers(course), attacked)
+    assert len(made) >= 30
+    submitted = tmp_path / "submitted"
+    submitted.mkdir()
+    for name, nb in made.items():
+        path = submitted / (name if name.endswith(".txt") else f"{name}.ipynb")
+        if isinstance(nb, bytes):
+            path.write_bytes(nb)
+        else:
+            nbformat.write(nb, path)
+    ours = sandbox.USER_PREFIX  # (other programs on the machine may add users meanwhile)
+    users_before = {u.pw_name for u in pwd.getpwall() if u.pw_name.startswith(ours)}
+    project, course_files, shared = _tree(ROOT), _tree(course), _shared_writable()
+    out = tmp_path / "out"
+
+    # 40 s a cell: a kernel's first `import torch` took over 20 s once on the shared 2-core
+    # machine; 90 s a submission: too_slow finishes q3 at about 55 s, then runs out at q4
+    csv_path = grade(LESSON, submitted, out, cell_timeout=40, timeout=90, max_bytes=2**21)
+
+    print(csv_path.read_text(encoding="utf-8"))  # for the record (pytest -s)
+    with csv_path.open(encoding="utf-8") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    got = {s: [int(rows[s][c]) for c in CHECKS] for s in rows}
+    assert got == expected
+    assert all(int(rows[s]["total"]) == sum(expected[s]) for s in expected)
+    for student in ("not_json", "huge", "wrong_lesson", "a_text_file", "crashes", "too_slow"):
+        assert rows[student]["note"], student  # one line saying why
+    assert rows["too_slow"]["note"] == "the submission's time limit (90 s) ran out"
+    assert "interrupted after 40 s" in rows["loops_forever"]["note"]
+    assert sorted(p.stem for p in (out / "feedback").iterdir()) == sorted(expected)
+    # nothing else changed: the project, the course, the shared folders; no user, process left
+    assert _tree(ROOT) == project
+    assert _tree(course) == course_files
+    new = {p: uid for p, uid in _shared_writable().items() if p not in shared}
+    assert [p for p in new if PROBE in p] == []
+    # the grader's users are system users (useradd --system: uid below 1000) and are gone now;
+    # other programs on a shared machine may leave files of their own removed users meanwhile
+    known = {u.pw_uid for u in pwd.getpwall()}
+    assert {p: uid for p, uid in new.items() if uid not in known and uid < 1000} == {}
+    assert {u.pw_name for u in pwd.getpwall() if u.pw_name.startswith(ours)} == users_before
+    assert not list(work.glob("run-*"))
+    assert shutil.which("pgrep") is None or all(
+        not name.startswith(sandbox.USER_PREFIX) for name in os.popen("ps -eo user=").read().split()
+    )

@@ -1,0 +1,361 @@
+"""Grade a class: a folder of submitted notebooks in, ``grades.csv`` and a feedback page per
+student out (``make grade LESSON=01 SUBMISSIONS=folder``).
+
+One ``.ipynb`` per student, named by the student's id (``alice.ipynb``: letters, digits,
+``-`` and ``_``). The grader builds a private nbgrader course for the lesson
+(tools/teaching/assignments.py: the same source the release came from), then for each
+submission runs ``nbgrader autograde`` (its kernel isolated and bounded:
+tools/teaching/sandbox.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
+(tools/teaching/export.py). Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
+``grades.csv`` (one row per student, one column per exercise, the total, a note),
+``feedback/<student>.html`` and nbgrader's log of each, ``logs/<student>.log``. A file that
+is not a notebook, not JSON, too large (checked before it is read), or not this lesson's
+assignment gets its row of zeros with one line saying so, and the run goes on.
+
+Submissions are untrusted. What protects the machine, the other submissions and the
+gradebook: each kernel runs as its own throw-away Unix user, in its own folder, in fresh
+mount, PID, network and IPC namespaces where the course, the submissions and the output are
+out of sight and ``/tmp`` is private; each cell and each submission has a time limit; the
+user, its folder and its processes are removed afterwards (tools/teaching/sandbox.py says
+how, and what it does not protect). Linux and root only.
+
+    python -m tools.teaching.grade --lesson 01 --submissions SUBMITTED [--lang zh]
+        [--out FOLDER] [--cell-timeout 120] [--timeout 900] [--max-mb 20] [--memory-gb 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from tools.lessons import LessonError
+from tools.owned import is_regular, remove, within
+from tools.teaching import sandbox
+from tools.teaching.assignments import (
+    ROOT,
+    AssignmentError,
+    failure,
+    lesson_for,
+    nbgrader,
+    nbgrader_env,
+    write_course,
+)
+from utils.cli import number
+
+WORK = "build/grading"  # this tool's own folder: one run-* folder per run, removed after it
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+GRACE_S = 120  # beyond the submission's limit before nbgrader itself is stopped
+
+
+class Refused(Exception):
+    """A submission that is not graded; the message is its one line."""
+
+
+def read_submission(path: Path, max_bytes: int, number_: str):
+    """The notebook in ``path``, or :class:`Refused` saying why it cannot be graded."""
+    if not path.name.lower().endswith(".ipynb"):
+        raise Refused(f"not a notebook: {path.name} is not an .ipynb file")
+    if not is_regular(path):
+        raise Refused(f"not a plain file: {path.name} (a link, folder or device is not read)")
+    size = path.lstat().st_size
+    if size > max_bytes:
+        raise Refused(f"too large: {size / 2**20:.1f} MB, more than {max_bytes / 2**20:g} MB")
+    with path.open("rb") as f:
+        data = f.read(max_bytes + 1)  # bounded even if the file grew since
+    if len(data) > max_bytes:
+        raise Refused(f"too large: more than {max_bytes / 2**20:g} MB")
+    try:
+        text = data.decode("utf-8")
+        parsed = json.loads(text)
+    except UnicodeDecodeError:
+        raise Refused("not a notebook: the file is not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError) as err:
+        where = f" (line {err.lineno}, column {err.colno})" if hasattr(err, "lineno") else ""
+        raise Refused(f"not a notebook: the file is not valid JSON{where}") from None
+    if not (
+        isinstance(parsed, dict)
+        and isinstance(parsed.get("nbformat"), int)
+        and isinstance(parsed.get("cells"), list)
+    ):
+        raise Refused("not a Jupyter notebook: JSON without a notebook's version and cells")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as err:  # nbformat's validation errors have many types
+        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+        raise Refused(f"not a valid Jupyter notebook: {first}") from None
+    ids = {(cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id") for cell in nb.cells}
+    if not any(isinstance(i, str) and i.startswith(f"ex{number_}_q") for i in ids):
+        raise Refused(
+            f"not lesson {number_}'s assignment: none of its check cells (ex{number_}_q1, ...) "
+            "is in it"
+        )
+    return nb
+
+
+def _feedback_page(student: str, note: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
+        f"{html.escape(student)}</title></head><body><p>{html.escape(note)}</p></body></html>\n"
+    )
+
+
+def _sweep(ledger: Path, log) -> None:
+    """Remove every user the ledger names that still exists (a run that was cut short)."""
+    if ledger.exists():
+        for name in ledger.read_text(encoding="ascii").split():
+            sandbox.remove_user(name, log)
+
+
+class _Log:
+    def warning(self, fmt: str, *args) -> None:
+        print("grade: " + fmt % args, file=sys.stderr)
+
+
+def grade(
+    number_: str,
+    submissions: Path,
+    out: Path,
+    lang: str = "en",
+    cell_timeout: int = 120,
+    timeout: int = 900,
+    max_bytes: int = 20 * 2**20,
+    notebooks: Path = ROOT / "notebooks",
+    checks_dir: Path | None = None,
+    memory_bytes: int = 16 * 2**30,
+) -> Path:
+    """Grade ``submissions`` against lesson ``number_`` of ``notebooks`` (its checks in
+    ``checks_dir``, default the project's); the path of grades.csv."""
+    lesson = lesson_for(number_, lang, notebooks)
+    name = lesson.stem
+    if not submissions.is_dir():
+        raise AssignmentError(f"{submissions} is not a folder of submitted notebooks")
+    work_root = within(ROOT, WORK)
+    if work_root is None:
+        raise AssignmentError(f"{WORK} is reached through a link: the grader does not write there")
+    work_root.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
+    os.chmod(run, 0o711)  # a kernel's user may pass through to its own folder, not list
+    course, boxes, reports = run / "course", run / "sandboxes", run / "reports"
+    course.mkdir(mode=0o700)
+    boxes.mkdir(mode=0o711)
+    reports.mkdir(mode=0o700)
+    ledger = run / "users"
+    log = _Log()
+    hidden = [str(p) for p in (course, reports, submissions.resolve(), out.resolve())]
+    kernel_env = [
+        f"BLITZ_LANG={lang}",
+        "CUDA_VISIBLE_DEVICES=",  # graded on the CPU: same numbers on every machine
+        "OMP_NUM_THREADS=2",
+        "PYTHONDONTWRITEBYTECODE=1",
+    ]
+    grading = f"""
+# The grader's course (tools/teaching/grade.py): each submission's kernel sandboxed and bounded.
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+from tools.teaching.sandbox import SandboxedExecute
+
+c.Autograde.autograde_preprocessors = [
+    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
+c.SandboxedExecute.timeout = {cell_timeout}
+c.SandboxedExecute.submission_timeout = {timeout}
+c.SandboxedExecute.report_dir = {str(reports)!r}
+c.SandboxKernelManager.work_root = {str(boxes)!r}
+c.SandboxKernelManager.ledger = {str(ledger)!r}
+c.SandboxKernelManager.hidden_paths = {hidden!r}
+c.SandboxKernelManager.kernel_env = {kernel_env!r}
+c.SandboxKernelManager.memory = {memory_bytes}
+"""
+    notes: dict[str, str] = {}
+    logs = out / "logs"  # nbgrader's own log of each submission, for a surprising score
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        write_course(course, lang, [lesson], grading, checks_dir)
+        graded = []
+        for path in sorted(submissions.iterdir()):
+            student = path.name.rsplit(".", 1)[0] if "." in path.name[1:] else path.name
+            if path.name.startswith("."):
+                print(f"grade: ignored {path.name} (a hidden file)")
+                continue
+            if not STUDENT_ID.fullmatch(student):
+                print(
+                    f"grade: ignored {path.name!r}: a student id (the file name before .ipynb) "
+                    "is letters, digits, - and _, starting with a letter or digit"
+                )
+                continue
+            if student in notes or student in graded:
+                print(f"grade: ignored {path.name}: a second file for student {student}")
+                continue
+            try:
+                nb = read_submission(path, max_bytes, number_)
+            except Refused as why:
+                notes[student] = str(why)
+                print(f"grade: {student}: {why}")
+                continue
+            folder = course / "submitted" / student / name
+            folder.mkdir(parents=True)
+            nbformat.write(nb, folder / f"{name}.ipynb")
+            graded.append(student)
+        for student in graded:
+            started = time.monotonic()
+            note = _autograde(course, name, student, timeout + GRACE_S, logs)
+            _sweep(ledger, log)
+            report = reports / f"{student}.txt"
+            if note is None and report.exists():
+                note = report.read_text(encoding="utf-8")
+            if note:
+                notes[student] = note
+            print(
+                f"grade: {student}: graded in {time.monotonic() - started:.1f} s"
+                + (f" ({note})" if note else "")
+            )
+        (run / "notes.json").write_text(json.dumps(notes), encoding="utf-8")
+        if graded:
+            done = nbgrader(course, "generate_feedback", name, "--force")
+            if done.returncode != 0:
+                print(f"grade: nbgrader generate_feedback: {failure(done)}", file=sys.stderr)
+        out.mkdir(parents=True, exist_ok=True)
+        csv = out / "grades.csv"
+        if csv.exists():
+            print(f"grade: replacing {csv}")
+        done = nbgrader(
+            course,
+            "export",
+            f"--to={csv}",
+            f"--ScoresCsv.notes={run / 'notes.json'}",
+            f"--assignment={name}",
+        )
+        if done.returncode != 0:
+            raise AssignmentError(f"nbgrader export: {failure(done)}")
+        feedback = out / "feedback"
+        feedback.mkdir(exist_ok=True)
+        again = [s for s in sorted(set(graded) | set(notes)) if (feedback / f"{s}.html").exists()]
+        if again:
+            print(f"grade: replacing {len(again)} feedback files in {feedback}")
+        for student in sorted(set(graded) | set(notes)):
+            page = course / "feedback" / student / name / f"{name}.html"
+            target = feedback / f"{student}.html"
+            if page.exists():
+                shutil.copyfile(page, target)
+            else:
+                target.write_text(_feedback_page(student, notes.get(student, "not graded")))
+        return csv
+    finally:
+        _sweep(ledger, log)
+        remove(within(work_root, run.name))
+
+
+def _autograde(course: Path, name: str, student: str, limit_s: int, logs: Path) -> str | None:
+    """Run nbgrader autograde for one student, its log in ``logs``; a note when nbgrader
+    itself failed."""
+    env = nbgrader_env()
+    with (logs / f"{student}.log").open("w+b") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nbgrader", "autograde", name, f"--student={student}",
+             "--force"],
+            cwd=course, env=env, stdout=log, stderr=log, start_new_session=True,
+        )  # fmt: skip
+        try:
+            process.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return f"the grader stopped after {limit_s} s: not graded"
+        if process.returncode != 0:
+            log.seek(0)
+            said = log.read().decode("utf-8", "replace")
+            done = subprocess.CompletedProcess([], process.returncode, "", said)
+            return f"nbgrader could not grade it: {failure(done)}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lesson", required=True, metavar="NN", help="lesson number, e.g. 01")
+    parser.add_argument("--submissions", required=True, type=Path, metavar="FOLDER")
+    parser.add_argument("--lang", choices=("en", "zh"), default="en")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="FOLDER",
+        help="where grades.csv and feedback/ go (default build/grades/NN_x[-zh])",
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=number(int, least=1, most=3600),
+        default=120,
+        metavar="S",
+        help="seconds for one cell, then it is interrupted",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=number(int, least=1, most=86400),
+        default=900,
+        metavar="S",
+        help="seconds for a whole submission",
+    )
+    parser.add_argument(
+        "--max-mb",
+        type=number(float, above=0, most=1024),
+        default=20,
+        metavar="MB",
+        help="largest submission read",
+    )
+    parser.add_argument(
+        "--memory-gb",
+        type=number(float, above=0, most=1024),
+        default=16,
+        metavar="GB",
+        help="memory (address space) of each process of a submission",
+    )
+    args = parser.parse_args(argv)
+    if not re.fullmatch(r"\d\d", args.lesson):
+        parser.error(f"argument --lesson: a two-digit lesson number such as 01 (not {args.lesson})")
+    why = sandbox.check_host()
+    if why:
+        print(f"grade: {why}", file=sys.stderr)
+        return 2
+    try:
+        lesson = lesson_for(args.lesson, args.lang)
+        out = args.out or ROOT / "build" / "grades" / (
+            lesson.stem + ("" if args.lang == "en" else f"-{args.lang}")
+        )
+        started = time.monotonic()
+        csv = grade(
+            args.lesson,
+            args.submissions,
+            out,
+            args.lang,
+            args.cell_timeout,
+            args.timeout,
+            int(args.max_mb * 2**20),
+            memory_bytes=int(args.memory_gb * 2**30),
+        )
+    except (LessonError, AssignmentError, AssertionError) as err:
+        print(f"grade: {err}", file=sys.stderr)
+        return 2
+    print(
+        f"grade: {csv} and {csv.parent / 'feedback'}/ written in {time.monotonic() - started:.0f} s"
+    )
+    print(csv.read_text(encoding="utf-8"), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
