@@ -101,8 +101,9 @@ test: lint
 # What a learner and a teacher start, started as they start it (the tests marked e2e): every
 # cell of the five notebooks in kernels of `make lab` run from this shell's environment (no
 # test contract) and in the unpacked zip, the site and decks in Chromium, JupyterLab and
-# RISE, the DDP scripts under torchrun, the core path in a fresh Python.
-test-e2e: $(STAMP) data-link
+# RISE, the DDP scripts under torchrun, the core path in a fresh Python, and (as root) the
+# class: `make hub` with three students, the grader on a class of submissions.
+test-e2e: $(STAMP) $(HUB_STAMP) $(HUB_PROXY) data-link
 	$(BIN)/python -m pytest -m e2e tests
 
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
