@@ -10,10 +10,10 @@ STAMP  := $(VENV)/.installed
 
 # How the notebooks run under test (CPU, two threads, the CIFAR-10 subset) is defined once, in
 # tools/harness/contract.py: pytest, `make refresh` and `make test-gpu` apply it themselves.
-# `make lab`, `make bench` and `make html EXECUTE=1` use the team's offline subset beside the
+# `make lab`, `make grade`, `make bench` and `make html EXECUTE=1` use the team's offline subset beside the
 # checkout when the full dataset cannot be downloaded (see README).
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
-lab hub bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
+lab hub grade bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
 
 
 

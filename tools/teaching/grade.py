@@ -52,6 +52,7 @@ from tools.teaching.assignments import (
     nbgrader_env,
     write_course,
 )
+from utils import data
 from utils.cli import number
 
 WORK = "build/grading"  # this tool's own folder: one run-* folder per run, removed after it
@@ -161,6 +162,12 @@ def grade(
         "OMP_NUM_THREADS=2",
         "PYTHONDONTWRITEBYTECODE=1",
     ]
+    # Notebook 04 reads CIFAR-10 where the teacher's environment says (utils/data.py; make grade
+    # passes the subset beside the checkout): the kernel has no network to download it.
+    for name in (data.CHOICE_ENV, data.SUBSET_ENV, data.ROOT_ENV):
+        if value := os.environ.get(name):
+            path_like = name != data.CHOICE_ENV  # the kernel runs in its own folder
+            kernel_env.append(f"{name}={Path(value).resolve() if path_like else value}")
     grading = f"""
 # The grader's course (tools/teaching/grade.py): each submission's kernel sandboxed and bounded.
 from nbconvert.preprocessors import ClearMetadataPreprocessor

@@ -69,7 +69,7 @@ USER_PREFIX = "bgr"  # "blitz grader": the throw-away users' names begin so
 # The world-writable folders on a Debian machine: covered inside the kernel's namespace,
 # searched for the user's files afterwards all the same.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-TOOLS = ("useradd", "userdel", "setpriv", "unshare", "prlimit", "mount")
+TOOLS = ("useradd", "userdel", "setpriv", "unshare", "prlimit", "mount", "ip")
 
 
 def check_host() -> str | None:
@@ -83,7 +83,8 @@ def check_host() -> str | None:
         )
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
-        return f"the grader needs {', '.join(missing)} (Debian: apt-get install util-linux passwd)"
+        needs = ", ".join(missing)
+        return f"the grader needs {needs} (Debian: apt-get install util-linux passwd iproute2)"
     return None
 
 
@@ -221,7 +222,9 @@ def _sandbox_script(box: Path, needed: list[Path], hidden: list[str]) -> str:
     A needed path below a folder closed to other users (a Python installed under /root, say)
     is shown there alone: the closed folder is covered by an empty tmpfs in which only that
     path reappears (bind-mounted), so the rest of it stays out of sight."""
-    lines = ["set -e", "umask 022"]
+    # The new network namespace has only a loopback, and it starts down: up, it is the
+    # submission's own (notebook 05 launches torchrun on 127.0.0.1); nothing else is reachable.
+    lines = ["set -e", "umask 022", "ip link set lo up"]
     covered: list[Path] = []
     for i, path in enumerate(needed):
         closed = _closed_ancestor(path)
