@@ -13,15 +13,17 @@ STAMP  := $(VENV)/.installed
 # `make lab`, `make bench` and `make html EXECUTE=1` use the team's offline subset beside the
 # checkout when the full dataset cannot be downloaded (see README).
 BLITZ_CIFAR10_SUBSET ?= $(abspath $(wildcard ../shared/data/cifar10-subset.npz))
-lab bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
+lab hub bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_CIFAR10_SUBSET)
 
 
 
-.PHONY: help generate venv lab data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
+.PHONY: help generate venv lab hub data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
 	@echo "               your own token from the environment, never make's command line: LAB_TOKEN=... make lab)"
+	@echo "make hub      - JupyterHub for a class (as root): a login, Unix account and Lab per student,"
+	@echo "               the lessons by one nbgitpuller link; 127.0.0.1:8000 unless HUB_IP (README: Teach a class)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook (a few minutes)"
 	@echo "make test-e2e - what a person starts: every notebook in \`make lab\`'s kernels and in the zip,"
 	@echo "               the site and decks in Chromium, Lab and RISE, torchrun launches, a fresh Python"
@@ -61,6 +63,21 @@ endif
 endif
 lab: $(STAMP) data-link
 	$(BIN)/python -m tools.publishing.lab
+
+# JupyterHub for a class (tools/teaching/hub.py, tools/teaching/jupyterhub_config.py; README,
+# "Teach a class"): the hub's pins on top of the venv, and its proxy from npm into
+# tools/teaching/proxy/node_modules (the lock file's exact versions; never a global install).
+HUB_STAMP  := $(VENV)/.hub-installed
+HUB_PROXY  := tools/teaching/proxy/node_modules/.package-lock.json
+hub: $(STAMP) $(HUB_STAMP) $(HUB_PROXY) data-link
+	$(BIN)/python -m tools.teaching.hub
+
+$(HUB_STAMP): requirements-hub.txt $(STAMP)
+	$(BIN)/python -m pip install -r requirements-hub.txt
+	@touch $(HUB_STAMP)
+
+$(HUB_PROXY): tools/teaching/proxy/package-lock.json
+	cd tools/teaching/proxy && npm ci --no-audit --no-fund
 
 # One CIFAR-10 download for both languages: the Chinese notebooks run in notebooks/zh and
 # reach the English notebooks' data/ through a link (a folder already there is left alone).

@@ -1,0 +1,1 @@
+"""Serving the lessons to a class: ``make hub`` (JupyterHub on one server)."""

@@ -1,0 +1,338 @@
+"""What ``make hub`` decides for a class, in one place: the settings (from ``HUB_*`` variables),
+each student's threads and memory, how many servers may run at once, the nbgitpuller link, and
+the memory cgroup that enforces a student's limit (LocalProcessSpawner enforces none).
+``tools/teaching/jupyterhub_config.py`` and ``tools/teaching/hub.py`` (the launcher) read it."""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import pwd
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_PYTHON = Path(sys.prefix) / "bin" / "python"  # the project's venv: every student's kernel
+PROXY = ROOT / "tools" / "teaching" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+SUBSET_NAME = "cifar10-subset.npz"
+STUDENTS_GROUP = "blitz-students"  # every account the hub creates, and only those, is in it
+GIB = 1024**3
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": GIB, "T": 1024**4}
+
+
+class SettingError(ValueError):
+    """A HUB_* variable that cannot be used; the message is the one line to print."""
+
+
+def _bytes(name: str, raw: str) -> int:
+    match = _SIZE.match(raw)
+    if not match:
+        raise SettingError(f"make hub: {name}={raw!r} is not a size (e.g. 2G, 1536M)")
+    return int(float(match[1]) * _UNITS[match[2].upper()])
+
+
+def _int(name: str, raw: str, low: int, high: int) -> int:
+    if not raw.strip().isdigit() or not low <= int(raw) <= high:
+        raise SettingError(f"make hub: {name}={raw!r} is not a whole number from {low} to {high}")
+    return int(raw)
+
+
+def mem_total() -> int:
+    """Bytes of memory this machine (or the memory cgroup the hub runs in) has."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def cores() -> int:
+    """CPU cores this process may run on (a container's or taskset's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+@dataclass(frozen=True)
+class Settings:
+    ip: str  # where the proxy listens (students' browsers)
+    port: int
+    hub_port: int  # the hub's own API, on 127.0.0.1 only
+    proxy_api_port: int  # the proxy's REST API, on 127.0.0.1 only
+    teacher: str  # the only admin
+    class_size: int
+    srv: Path  # root-owned: hub/ (private state), data/ (read-only data), gitconfig
+    lessons: Path  # the teacher's git clone the link pulls from
+    branch: str
+    mem_limit: int  # one student's hard cap (bytes), enforced by a memory cgroup
+    mem_per_student: int  # what a student who has trained notebook 04 holds (bytes)
+    mem_reserve: int  # kept for the hub, the proxy and the system
+    active_limit: int  # servers running at once; the next student is refused with a message
+    spawn_limit: int  # servers starting at once (a start costs a few CPU-seconds)
+    threads: int  # OMP/MKL/torch threads per kernel
+    cull_timeout: int  # seconds idle before the culler stops a server
+    authenticator: str  # native (sign-up approved by the teacher) or dummy (tests, loopback)
+    ssl_cert: str
+    ssl_key: str
+
+    @property
+    def state_dir(self) -> Path:
+        return self.srv / "hub"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.srv / "data"
+
+    @property
+    def gitconfig(self) -> Path:
+        return self.srv / "gitconfig"
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.ssl_cert else "http"
+        return f"{scheme}://{self.ip}:{self.port}"
+
+    def link(self, notebook: str = "notebooks/01_tensors.ipynb", host: str = "") -> str:
+        """The nbgitpuller link a teacher hands out: sign in, start the server, pull, open."""
+        query = urlencode(
+            {
+                "repo": self.lessons.as_uri(),  # file:///...: a local clone, no network needed
+                "urlpath": f"lab/tree/{self.lessons.name}/{notebook}",
+                "branch": self.branch,
+            },
+            quote_via=quote,
+        )
+        return f"{host or self.url}/hub/user-redirect/git-pull?{query}"
+
+
+def settings(environ: os._Environ | dict = os.environ) -> Settings:
+    """The class's settings from HUB_* variables (defaults for a class of 40 on this machine);
+    a bad value raises SettingError with the one line to print."""
+
+    def get(name: str, default: str) -> str:
+        return environ.get(name, "").strip() or default
+
+    port = _int("HUB_PORT", get("HUB_PORT", "8000"), 1, 65535)
+    class_size = _int("HUB_CLASS_SIZE", get("HUB_CLASS_SIZE", "40"), 1, 10000)
+    mem_limit = _bytes("HUB_MEM_LIMIT", get("HUB_MEM_LIMIT", "2G"))
+    per_student = _bytes("HUB_MEM_PER_STUDENT", get("HUB_MEM_PER_STUDENT", "1G"))
+    reserve = _bytes("HUB_MEM_RESERVE", get("HUB_MEM_RESERVE", "2G"))
+    if per_student > mem_limit:
+        raise SettingError(
+            f"make hub: HUB_MEM_PER_STUDENT ({per_student / GIB:.1f} GiB) is above "
+            f"HUB_MEM_LIMIT ({mem_limit / GIB:.1f} GiB): a student's cap must hold what one uses"
+        )
+    # As many servers as the memory holds at what a student typically uses, never more than
+    # the class; each is capped at HUB_MEM_LIMIT and all of them together at total - reserve
+    # (cgroups), so a few heavy users can slow the class but not take the machine down.
+    fits = max(1, (mem_total() - reserve) // per_student)
+    active = _int("HUB_ACTIVE_LIMIT", get("HUB_ACTIVE_LIMIT", str(min(class_size, fits))), 1, 10000)
+    # Threads: the cores shared by the students who may train at once (every running server),
+    # at least one. OpenMP threads spin-wait, so kernels that each take every core of a shared
+    # machine are slower than kernels with one thread each (README, "Teach a class").
+    threads = max(1, cores() // min(class_size, active))
+    authenticator = get("HUB_AUTHENTICATOR", "native")
+    if authenticator not in ("native", "dummy"):
+        raise SettingError(
+            f"make hub: HUB_AUTHENTICATOR={authenticator!r} is neither native (students sign up, "
+            "the teacher approves) nor dummy (tests only, on 127.0.0.1)"
+        )
+    ip = get("HUB_IP", "127.0.0.1")
+    if authenticator == "dummy" and ip not in ("127.0.0.1", "localhost", "::1"):
+        raise SettingError(
+            f"make hub: HUB_AUTHENTICATOR=dummy lets anyone in with one shared password; it is "
+            f"refused on HUB_IP={ip}. Use the default (native) to open the hub to a network"
+        )
+    teacher = get("HUB_TEACHER", "teacher").lower()
+    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,30}", teacher) or teacher == "root":
+        raise SettingError(
+            f"make hub: HUB_TEACHER={teacher!r} is not a login name the hub may create "
+            "(a letter, then letters, digits, - or _; not root)"
+        )
+    ssl_cert, ssl_key = get("HUB_SSL_CERT", ""), get("HUB_SSL_KEY", "")
+    if bool(ssl_cert) != bool(ssl_key):
+        raise SettingError("make hub: give both HUB_SSL_CERT and HUB_SSL_KEY, or neither")
+    return Settings(
+        ip=ip,
+        port=port,
+        hub_port=_int("HUB_INTERNAL_PORT", get("HUB_INTERNAL_PORT", str(port + 1)), 1, 65535),
+        proxy_api_port=_int(
+            "HUB_PROXY_API_PORT", get("HUB_PROXY_API_PORT", str(port + 2)), 1, 65535
+        ),
+        teacher=teacher,
+        class_size=class_size,
+        srv=Path(get("HUB_SRV", "/srv/blitz")).resolve(),
+        lessons=Path(get("HUB_LESSONS", str(ROOT))).resolve(),
+        branch=get("HUB_BRANCH", "main"),
+        mem_limit=mem_limit,
+        mem_per_student=per_student,
+        mem_reserve=reserve,
+        active_limit=active,
+        spawn_limit=max(2, 2 * cores()),
+        threads=threads,
+        cull_timeout=_int("HUB_CULL_TIMEOUT", get("HUB_CULL_TIMEOUT", "3600"), 60, 10**7),
+        authenticator=authenticator,
+        ssl_cert=ssl_cert,
+        ssl_key=ssl_key,
+    )
+
+
+def student_environment(s: Settings) -> dict[str, str]:
+    """What every student's server and kernels get (JupyterHub's Spawner.environment)."""
+    from tools.publishing.lab import config_path
+
+    threads = str(s.threads)
+    env = {
+        # the kernels' threads (torch reads OMP_NUM_THREADS for its intra-op pool)
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        # the venv first, as an activated venv: `!pip`, `!python` are the kernel's
+        "PATH": f"{VENV_PYTHON.parent}:/usr/local/bin:/usr/bin:/bin",
+        # make lab's Lab defaults (no news prompt, no update check, RISE keys): nothing written
+        "JUPYTER_CONFIG_PATH": config_path({}),
+        # git refuses to read a repository another user owns ("dubious ownership"); this file
+        # trusts the teacher's clone only and includes the student's own ~/.gitconfig
+        "GIT_CONFIG_GLOBAL": str(s.gitconfig),
+    }
+    subset = s.data_dir / SUBSET_NAME
+    if subset.is_file():  # notebook 04 reads the shared copy instead of downloading
+        env["BLITZ_CIFAR10_SUBSET"] = str(subset)
+    return env
+
+
+def gitconfig_text(s: Settings) -> str:
+    return (
+        "# Written by make hub (tools/teaching/classroom.py): students may pull the lessons\n"
+        "# from the teacher's clone, which another user owns; their own settings still apply.\n"
+        f"[safe]\n\tdirectory = {s.lessons / '.git'}\n\tdirectory = {s.lessons}\n"
+        "[include]\n\tpath = ~/.gitconfig\n"
+    )
+
+
+def is_student_or_teacher(name: str, teacher: str) -> bool:
+    """Whether the hub may sign ``name`` in: the teacher, a name no account has yet (the hub
+    creates it), or an account the hub created (in STUDENTS_GROUP). Never root, a system
+    account or another person's account on this machine, whose files the spawner would open."""
+    import grp
+
+    if name == teacher:
+        return True
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        return True
+    try:
+        group = grp.getgrnam(STUDENTS_GROUP)
+    except KeyError:
+        return False
+    return name in group.gr_mem or account.pw_gid == group.gr_gid
+
+
+def add_user_cmd() -> list[str]:
+    """useradd for a new student: a home only they can open (0700), the students' group."""
+    return ["useradd", "--create-home", "-K", "HOME_MODE=0700", "--shell", "/bin/bash"] + [
+        "--groups",
+        STUDENTS_GROUP,
+    ]
+
+
+def ensure_students_group() -> None:
+    import grp
+
+    try:
+        grp.getgrnam(STUDENTS_GROUP)
+    except KeyError:
+        subprocess.run(["groupadd", "--system", STUDENTS_GROUP], check=True)
+
+
+# Memory cgroups. cgroup v1 (a "memory" hierarchy) or v2 (a unified tree with the memory
+# controller): a folder per student under one folder for the class. The class folder's limit is
+# the machine less the reserve, each student's is HUB_MEM_LIMIT; the kernel's OOM killer then
+# ends the largest process inside the cgroup that is over its limit (a student's kernel), never
+# the hub or another student's work. None of this exists where cgroups are not writable.
+CLASS_CGROUP = "blitz-hub"
+
+
+@dataclass(frozen=True)
+class Cgroups:
+    base: Path  # the class's folder
+    version: int
+
+    def _limit_file(self) -> str:
+        return "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+
+    def student(self, name: str) -> Path:
+        return self.base / name
+
+    def usage(self, name: str) -> int:
+        f = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
+        return int((self.student(name) / f).read_text())
+
+    def confine(self, name: str, pid: int, limit: int) -> None:
+        """Put ``pid`` (a student's server; its kernels follow) under ``limit`` bytes."""
+        folder = self.student(name)
+        folder.mkdir(exist_ok=True)
+        (folder / self._limit_file()).write_text(str(limit))
+        if self.version == 2:  # swap would let a kernel outgrow its cap slowly
+            swap = folder / "memory.swap.max"
+            if swap.exists():
+                swap.write_text("0")
+        (folder / "cgroup.procs").write_text(str(pid))
+
+    def release(self, name: str) -> None:
+        """Remove a stopped student's folder (a folder still holding processes stays)."""
+        try:
+            self.student(name).rmdir()
+        except OSError as err:
+            if err.errno not in (errno.ENOENT, errno.EBUSY):
+                raise
+
+
+def class_cgroups(total_limit: int) -> tuple[Cgroups | None, str]:
+    """The class's memory cgroup, limited to ``total_limit`` bytes, and a line saying what
+    enforces the students' memory (or why nothing does)."""
+    v2 = Path("/sys/fs/cgroup")
+    v1 = v2 / "memory"
+    try:
+        if (v1 / "memory.limit_in_bytes").exists():
+            base, version, limit_file = v1 / CLASS_CGROUP, 1, "memory.limit_in_bytes"
+        elif "memory" in (v2 / "cgroup.controllers").read_text().split():
+            base, version, limit_file = v2 / CLASS_CGROUP, 2, "memory.max"
+        else:
+            return None, "no memory cgroup controller on this machine: no per-student cap"
+        base.mkdir(exist_ok=True)
+        if version == 2:  # the class's folder hands the memory controller to the students'
+            (v2 / "cgroup.subtree_control").write_text("+memory")
+            (base / "cgroup.subtree_control").write_text("+memory")
+        (base / limit_file).write_text(str(total_limit))
+    except OSError as err:
+        return None, f"memory cgroups not writable here ({err.strerror}): no per-student cap"
+    return Cgroups(base, version), f"memory cgroup v{version} at {base}"
+
+
+def mib(n: int) -> str:
+    return f"{n / 1024**2:,.0f} MiB" if n < GIB else f"{n / GIB:.1f} GiB"
+
+
+def capacity_lines(s: Settings) -> list[str]:
+    """What the launcher prints about the class's share of the machine."""
+    total = mem_total()
+    return [
+        f"{cores()} cores, {mib(total)} memory; class size {s.class_size}",
+        f"servers at once: {s.active_limit} = min(class size, (memory - {mib(s.mem_reserve)}"
+        f" reserve) / {mib(s.mem_per_student)} a student); the next one is refused, with a"
+        " message, until one stops",
+        f"threads per kernel: {s.threads} = max(1, cores // servers at once)",
+        f"a student's memory cap: {mib(s.mem_limit)}; the class's: "
+        f"{mib(max(0, total - s.mem_reserve))}",
+        f"servers idle for {s.cull_timeout} s are stopped (their files stay)",
+        f"at most {math.floor(s.spawn_limit)} servers start at once",
+    ]

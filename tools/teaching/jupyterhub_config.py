@@ -1,0 +1,156 @@
+# JupyterHub for a class (`make hub`, tools/teaching/hub.py): one server, a login and a Unix
+# account per student, the lessons pulled with one nbgitpuller link. The values come from
+# HUB_* variables through tools/teaching/classroom.py (README, "Teach a class").
+# JupyterHub runs this file with `c` (its config object) defined.
+# ruff: noqa: F821
+
+import os
+import sys
+
+from jupyterhub.auth import DummyAuthenticator, LocalAuthenticator
+from jupyterhub.spawner import LocalProcessSpawner
+from nativeauthenticator import NativeAuthenticator
+
+from tools.teaching import classroom
+
+s = classroom.settings()
+
+# --- Where it listens -----------------------------------------------------------------
+# Students reach the proxy only; 127.0.0.1 unless the teacher opens it (HUB_IP, with TLS).
+c.JupyterHub.bind_url = s.url
+# The hub's API and the proxy's API stay on loopback, on ports of their own (two hubs, e.g.
+# a test beside a class, must not meet on JupyterHub's defaults 8081 and 8001).
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = s.hub_port
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{s.proxy_api_port}"
+# configurable-http-proxy from npm, pinned in tools/teaching/proxy (never a global install).
+c.ConfigurableHTTPProxy.command = [str(classroom.PROXY)]
+if s.ssl_cert:  # TLS at the proxy when no reverse proxy in front terminates it
+    c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = s.ssl_cert, s.ssl_key
+
+# --- Private state, outside the checkout -------------------------------------------------
+# Users, sign-ups (bcrypt hashes) and tokens: root-only, so no student reads another's token.
+c.JupyterHub.db_url = f"sqlite:///{s.state_dir / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(s.state_dir / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(s.state_dir / "jupyterhub-proxy.pid")
+# Stopping the hub stops the students' servers too (nothing left running as a student).
+c.JupyterHub.cleanup_servers = True
+
+
+# --- Who gets in ------------------------------------------------------------------------
+class _Classroom(LocalAuthenticator):
+    """A Unix account for each student on first sign-in (LocalAuthenticator), and never
+    root, a system account or a person's existing account (their files would open)."""
+
+    def check_blocked_users(self, username, authentication=None):
+        if not classroom.is_student_or_teacher(username, s.teacher):
+            self.log.warning("Refused %s: a Unix account the hub did not create", username)
+            return False
+        return super().check_blocked_users(username, authentication)
+
+
+class ClassNativeAuthenticator(_Classroom, NativeAuthenticator):
+    """Students sign up with a password; the teacher approves each at /hub/authorize."""
+
+
+class ClassDummyAuthenticator(_Classroom, DummyAuthenticator):
+    """Tests and benchmarks only: one shared password, refused off loopback (classroom.py)."""
+
+
+if s.authenticator == "native":
+    # NativeAuthenticator (jupyterhub-nativeauthenticator): sign-up page, passwords hashed in
+    # the hub's database, the teacher approves each sign-up. No e-mail or outside service
+    # needed (classrooms are often offline), unlike OAuth; unlike first-use passwords, a name
+    # cannot be claimed by whoever types it first: nobody is in until the teacher approves.
+    c.JupyterHub.authenticator_class = ClassNativeAuthenticator
+    import nativeauthenticator
+
+    # its sign-up, approval and password pages
+    c.JupyterHub.template_paths = [
+        os.path.join(os.path.dirname(nativeauthenticator.__file__), "templates")
+    ]
+    c.NativeAuthenticator.open_signup = False  # every sign-up waits for the teacher
+    c.NativeAuthenticator.minimum_password_length = 8
+    c.NativeAuthenticator.check_common_password = True  # refuses the 10,000 most common
+    c.NativeAuthenticator.allowed_failed_logins = 5  # then the name is locked for 10 minutes
+    # NativeAuthenticator refuses whoever the teacher has not approved, so the hub's own
+    # allow list (empty = nobody in JupyterHub 5) lets every approved name through.
+    c.Authenticator.allow_all = True
+else:
+    c.JupyterHub.authenticator_class = ClassDummyAuthenticator
+    c.DummyAuthenticator.password = os.environ["HUB_DUMMY_PASSWORD"]  # hub.py checks it
+    c.Authenticator.allow_all = True
+
+# The teacher is the only admin (approves sign-ups, sees who runs what, stops servers).
+c.Authenticator.admin_users = {s.teacher}
+# Admins may not open students' servers: a teacher sees work a student shares, not all of it.
+c.JupyterHub.admin_access = False
+# Names become Unix login names: lower-case letter first, then letters, digits, - or _.
+c.Authenticator.username_pattern = r"^[a-z][a-z0-9_-]{0,30}$"
+# A Unix account with a private home (0700) for each new user, in the students' group.
+c.LocalAuthenticator.create_system_users = True
+c.LocalAuthenticator.add_user_cmd = classroom.add_user_cmd()
+
+
+# --- Each student's server ---------------------------------------------------------------
+class ClassSpawner(LocalProcessSpawner):
+    """JupyterHub's LocalProcessSpawner (a process as the student, in their home), whose
+    processes are put in the student's memory cgroup: LocalProcessSpawner itself does not
+    enforce mem_limit (its documentation says so)."""
+
+    async def start(self):
+        where = await super().start()
+        if CGROUPS is not None:
+            CGROUPS.confine(self.user.name, self.pid, s.mem_limit)
+        return where
+
+    async def stop(self, now=False):
+        await super().stop(now=now)
+        if CGROUPS is not None:
+            CGROUPS.release(self.user.name)
+
+
+CGROUPS, _memory_line = classroom.class_cgroups(
+    max(s.mem_limit, classroom.mem_total() - s.mem_reserve)
+)
+print(f"make hub: per-student memory: {_memory_line}", file=sys.stderr, flush=True)
+c.JupyterHub.spawner_class = ClassSpawner
+# The project's venv runs every server and kernel: the pinned PyTorch, Lab, nbgitpuller.
+c.Spawner.cmd = [str(classroom.VENV_PYTHON), "-m", "jupyterhub.singleuser"]
+c.Spawner.default_url = "/lab"  # JupyterLab, as `make lab`
+c.Spawner.notebook_dir = "~"  # the student's home: nbgitpuller clones the lessons into it
+# make lab's Lab options: nothing leaves the machine (classrooms are often offline).
+c.Spawner.args = [
+    "--LabApp.news_url=None",
+    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+]
+c.Spawner.environment = classroom.student_environment(s)
+c.Spawner.mem_limit = s.mem_limit  # shown to the server as MEM_LIMIT; ClassSpawner enforces it
+# A first start imports PyTorch's neighbours from a cold disk; on a busy machine that is slow.
+c.Spawner.start_timeout = 180
+c.Spawner.http_timeout = 120
+
+# --- Fair share of the machine ------------------------------------------------------------
+# Servers running at once, from memory (classroom.settings): the next student is told
+# "Active user limit exceeded. Try again in a few minutes." instead of the machine running out.
+c.JupyterHub.active_server_limit = s.active_limit
+# Servers starting at once: more queue with "Too many users trying to log in right now".
+c.JupyterHub.concurrent_spawn_limit = s.spawn_limit
+
+# --- Idle servers ---------------------------------------------------------------------------
+# jupyterhub-idle-culler stops servers idle for HUB_CULL_TIMEOUT seconds (files stay; a
+# student's next click starts the server again), returning their memory to the class.
+c.JupyterHub.services = [
+    {
+        "name": "idle-culler",
+        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_timeout}"],
+    }
+]
+# the scopes its documentation lists for culling servers (not users)
+c.JupyterHub.load_roles = [
+    {
+        "name": "idle-culler",
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+        "services": ["idle-culler"],
+    }
+]
