@@ -103,11 +103,12 @@ def plan(lesson: str) -> tuple[str, list[Cell]]:
     path = next(p for p in lesson_notebooks(ROOT / "notebooks") if p.name.startswith(lesson))
     nb = nbformat.read(path, as_version=4)
     cells, reading = [], lesson_size.Size()
-    for cell in nb.cells:
+    for i, cell in enumerate(nb.cells):
         if PLANS[lesson] == "core" and lesson_size.part_of(cell) != "core":
             continue  # a learner on the core path neither reads nor runs it
         if cell.cell_type == "markdown":
-            prose = lesson_size.size(cell)
+            # the header is read as the formula reads it: without its learner/run-time lines
+            prose = lesson_size.size(lesson_size._without_times(cell) if i == 0 else cell)
             reading += lesson_size.Size(words=prose.words, formulas=prose.formulas)
         elif cell.cell_type == "code":
             cells.append(Cell(cell.source, reading.exact_minutes * 60))
@@ -439,6 +440,7 @@ class Sampler(threading.Thread):
         self.students = {s.name: s for s in students}
         self.stop = threading.Event()
         self.least_available = psutil.virtual_memory().available
+        self.loads: list[float] = []  # the 1-minute load average, once a second
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
@@ -457,6 +459,7 @@ class Sampler(threading.Thread):
                     old_uss, old_rss = student.memory.get(student.current, (0, 0))
                     student.memory[student.current] = (max(old_uss, uss), max(old_rss, rss))
             self.least_available = min(self.least_available, psutil.virtual_memory().available)
+            self.loads.append(os.getloadavg()[0])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -472,6 +475,7 @@ class Round:
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
     least_available: int
+    loads: list[float]
 
 
 async def run_round(hub: Hub, n: int, lessons, args) -> Round:
@@ -490,7 +494,9 @@ async def run_round(hub: Hub, n: int, lessons, args) -> Round:
         sampler.join(timeout=10)
         seconds, load_after = time.monotonic() - start, os.getloadavg()
         await remove_students(hub, [s.name for s in students])
-    return Round(n, students, seconds, load_before, load_after, sampler.least_available)
+    return Round(
+        n, students, seconds, load_before, load_after, sampler.least_available, sampler.loads
+    )
 
 
 async def remove_students(hub: Hub, names: list[str]) -> None:
@@ -569,8 +575,9 @@ def report(rounds: list[Round], lessons, args) -> None:
     for r in rounds:
         failed = [s for s in r.students if s.error]
         print(
-            f"N={r.n}: {r.seconds:.0f} s; load average before {r.load_before[0]:.1f}, "
-            f"after {r.load_after[0]:.1f} (1 min); least memory available "
+            f"N={r.n}: {r.seconds:.0f} s; 1-min load average before {r.load_before[0]:.1f}, "
+            f"during {statistics.mean(r.loads or [0]):.1f} (max {max(r.loads or [0]):.1f}), "
+            f"after {r.load_after[0]:.1f}; least memory available "
             f"{r.least_available / gib:.1f} GiB; starts the hub asked to retry (its limit on "
             f"servers starting at once): {sum(s.retries for s in r.students)}"
         )
