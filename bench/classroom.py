@@ -583,6 +583,27 @@ def report(rounds: list[Round], lessons, args) -> None:
         )
         for s in failed:
             print(f"  {s.name} failed: {s.error}")
+    for r in rounds:  # where the time goes: the cells slowest for the median student
+        cells = []
+        for lesson, (_, planned) in lessons.items():
+            done = [
+                s.latencies[lesson]
+                for s in r.students
+                if len(s.latencies.get(lesson, [])) == len(planned)
+            ]
+            cells += [
+                (statistics.median(t[i] for t in done), lesson, i)
+                for i in range(len(planned))
+                if done
+            ]
+        slowest = sorted(cells, reverse=True)[:3]
+        if slowest:
+            shown = []
+            for median, lesson, i in slowest:
+                one = alone.students[0].latencies.get(lesson, []) if alone else []
+                base = f", alone {one[i]:.2f} s" if i < len(one) else ""
+                shown.append(f"{lesson} code cell {i} {median:.2f} s{base}")
+            print(f"N={r.n}: slowest cells (median student): {'; '.join(shown)}")
     if alone:
         for r in rounds:
             early = [lesson for lesson in lessons if lesson in ("01", "02", "03")]
