@@ -48,6 +48,8 @@ def test_make_clean_removes_only_what_the_build_wrote_and_says_what_it_kept(
         ".venv/.installed": "",
         ".pytest_cache/v/cache": "x",
         "tools/__pycache__/clean.cpython-312.pyc": "x",
+        "tools/teaching/proxy/node_modules/.package-lock.json": "{}",  # make hub's npm ci
+        "tools/teaching/proxy/node_modules/configurable-http-proxy/index.js": "x",
     }
     kept = {
         "build/site/mine.txt": "a file of the user's in the site folder",
@@ -69,6 +71,7 @@ def test_make_clean_removes_only_what_the_build_wrote_and_says_what_it_kept(
     assert not (root / ".venv").exists() and not (root / ".pytest_cache").exists()
     assert not (root / "build/screenshots").exists() and not (root / "tools/__pycache__").exists()
     assert not (root / "build/.site.lock").exists()
+    assert not (root / "tools/teaching/proxy/node_modules").exists()
     assert all((root / r).exists() for r in [*kept, "build/site/edited.html"])
     [line] = [x for x in proc.stdout.splitlines() if x.startswith("make clean: kept")]
     for rel in ("build/site/mine.txt", "build/site/edited.html", "notebooks/.runs (1 file"):

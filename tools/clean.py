@@ -2,7 +2,8 @@
 
 ``make clean`` removes the site's files that tools/publishing/build_site.py recorded in its manifest
 (unchanged since), the screenshots and executed copies the tests and ``make test-gpu`` write
-under ``build/``, the tools' caches, and ``.venv`` when ``make`` installed it (its stamp).
+under ``build/``, the tools' caches, ``make hub``'s proxy (``npm ci``'s node_modules), and
+``.venv`` when ``make`` installed it (its stamp).
 Anything else (a file of yours in ``build/site``, a site file you edited, the notebooks'
 runs and checkpoints) stays, named in one line. ``make clean-runs`` removes the runs and
 checkpoints that the notebooks write, and says how many files went.
@@ -38,6 +39,8 @@ OWNED = {
 # Written only by tools (pytest, ruff, setuptools): nothing of a user's is ever in them.
 CACHES = (".pytest_cache", ".ruff_cache")
 VENV, STAMP = ".venv", ".venv/.installed"  # STAMP: `make venv` installed this environment
+# `make hub`'s proxy, which `npm ci` installed (it writes NPM_STAMP into the folder)
+NPM_MODULES, NPM_STAMP = "tools/teaching/proxy/node_modules", ".package-lock.json"
 # What the notebooks write when they run: a learner's checkpoints, gone only on request.
 RUNS = ("notebooks/.runs", "notebooks/*/.runs", "notebooks/checkpoints", "notebooks/runs")
 SHOWN = 6  # paths named in the "kept" line before "and N more"
@@ -97,6 +100,9 @@ def clean(root: Path = ROOT) -> tuple[int, list[str]]:
         kept += [_rel(p, root) for p in entries(build) if not p.is_relative_to(root / SITE)]
     for name in (*CACHES, *(p.name for p in root.glob("*.egg-info") if p.is_dir())):
         removed += remove(within(root, name))
+    modules = within(root, NPM_MODULES)
+    if modules is not None and (stamp := within(modules, NPM_STAMP)) and is_regular(stamp):
+        removed += remove(modules)
     for folder, dirs, _ in os.walk(root):  # os.walk enters no linked folder
         if Path(folder) == root:
             dirs[:] = [d for d in dirs if d not in (".git", VENV)]

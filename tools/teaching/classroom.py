@@ -258,7 +258,6 @@ def ensure_students_group() -> None:
 # the machine less the reserve, each student's is HUB_MEM_LIMIT; the kernel's OOM killer then
 # ends the largest process inside the cgroup that is over its limit (a student's kernel), never
 # the hub or another student's work. None of this exists where cgroups are not writable.
-CLASS_CGROUP = "blitz-hub"
 
 
 @dataclass(frozen=True)
@@ -296,16 +295,20 @@ class Cgroups:
                 raise
 
 
-def class_cgroups(total_limit: int) -> tuple[Cgroups | None, str]:
-    """The class's memory cgroup, limited to ``total_limit`` bytes, and a line saying what
-    enforces the students' memory (or why nothing does)."""
+def class_cgroup_name(s: Settings) -> str:
+    return f"blitz-hub-{s.port}"  # one per hub: a test's hub beside a class's does not meet it
+
+
+def class_cgroups(name: str, total_limit: int) -> tuple[Cgroups | None, str]:
+    """The class's memory cgroup ``name``, limited to ``total_limit`` bytes, and a line saying
+    what enforces the students' memory (or why nothing does)."""
     v2 = Path("/sys/fs/cgroup")
     v1 = v2 / "memory"
     try:
         if (v1 / "memory.limit_in_bytes").exists():
-            base, version, limit_file = v1 / CLASS_CGROUP, 1, "memory.limit_in_bytes"
+            base, version, limit_file = v1 / name, 1, "memory.limit_in_bytes"
         elif "memory" in (v2 / "cgroup.controllers").read_text().split():
-            base, version, limit_file = v2 / CLASS_CGROUP, 2, "memory.max"
+            base, version, limit_file = v2 / name, 2, "memory.max"
         else:
             return None, "no memory cgroup controller on this machine: no per-student cap"
         base.mkdir(exist_ok=True)

@@ -53,12 +53,13 @@ def _readable_by_all(path: Path) -> Path | None:
 def _prepare(s: classroom.Settings) -> list[str]:
     """HUB_SRV's folders and files, root-owned; what was done, as lines to print."""
     done = []
-    s.srv.mkdir(parents=True, exist_ok=True)
-    os.chmod(s.srv, 0o755)
-    s.state_dir.mkdir(exist_ok=True)
-    os.chmod(s.state_dir, 0o700)  # the hub's database and secrets
-    s.data_dir.mkdir(exist_ok=True)
-    os.chmod(s.data_dir, 0o755)  # students read, nobody but root writes
+    if not s.srv.exists():
+        s.srv.mkdir(mode=0o755, parents=True)
+        done.append(f"made {s.srv} for the hub's files")
+    for folder, mode in ((s.state_dir, 0o700), (s.data_dir, 0o755)):
+        folder.mkdir(exist_ok=True)  # the hub's own folders: root's, whatever they were
+        os.chown(folder, 0, 0)
+        os.chmod(folder, mode)  # state: the database and secrets; data: students only read
     s.gitconfig.write_text(classroom.gitconfig_text(s))
     os.chmod(s.gitconfig, 0o644)
     given = os.environ.get("BLITZ_CIFAR10_SUBSET", "").strip()
@@ -97,7 +98,15 @@ def main() -> None:
             f"make hub: no configurable-http-proxy at {classroom.PROXY}; "
             "`make hub` installs it with npm (Node.js 20 or newer)"
         )
-    for path, what in ((classroom.VENV_PYTHON, "the venv's Python"), (s.lessons, "the lessons")):
+    # the venv's interpreter is often a link into a folder only its owner opens (pyenv in ~)
+    base = Path(os.path.realpath(classroom.VENV_PYTHON))
+    if (closed := _readable_by_all(base) or _readable_by_all(Path(sys.base_prefix))) is not None:
+        _fail(
+            f"make hub: students cannot run the venv's Python {base}: {closed} is closed to "
+            "other users. Make the venv from a Python every user can run: make clean, then "
+            "PYTHON=/usr/bin/python3.11 make hub"
+        )
+    for path, what in ((classroom.VENV_PYTHON, "the venv"), (s.lessons, "the lessons")):
         if (closed := _readable_by_all(path)) is not None:
             _fail(
                 f"make hub: students cannot reach {what} at {path}: {closed} is closed to "

@@ -33,6 +33,9 @@ if s.ssl_cert:  # TLS at the proxy when no reverse proxy in front terminates it
 c.JupyterHub.db_url = f"sqlite:///{s.state_dir / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(s.state_dir / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(s.state_dir / "jupyterhub-proxy.pid")
+# After signing in: the home page (start/stop, and for the teacher the admin and approval
+# pages), not a server started on every login: the link starts one when a student needs it.
+c.JupyterHub.redirect_to_server = False
 # Stopping the hub stops the students' servers too (nothing left running as a student).
 c.JupyterHub.cleanup_servers = True
 
@@ -111,9 +114,10 @@ class ClassSpawner(LocalProcessSpawner):
 
 
 CGROUPS, _memory_line = classroom.class_cgroups(
-    max(s.mem_limit, classroom.mem_total() - s.mem_reserve)
+    classroom.class_cgroup_name(s), max(s.mem_limit, classroom.mem_total() - s.mem_reserve)
 )
 print(f"make hub: per-student memory: {_memory_line}", file=sys.stderr, flush=True)
+# LocalProcessSpawner plus the cgroup above (ClassSpawner); as root, a process per student.
 c.JupyterHub.spawner_class = ClassSpawner
 # The project's venv runs every server and kernel: the pinned PyTorch, Lab, nbgitpuller.
 c.Spawner.cmd = [str(classroom.VENV_PYTHON), "-m", "jupyterhub.singleuser"]
@@ -134,7 +138,8 @@ c.Spawner.http_timeout = 120
 # Servers running at once, from memory (classroom.settings): the next student is told
 # "Active user limit exceeded. Try again in a few minutes." instead of the machine running out.
 c.JupyterHub.active_server_limit = s.active_limit
-# Servers starting at once: more queue with "Too many users trying to log in right now".
+# Servers starting at once (each start costs CPU): the next is refused with "Too many users
+# trying to log in right now. Try again in ... seconds." and a click again starts it.
 c.JupyterHub.concurrent_spawn_limit = s.spawn_limit
 
 # --- Idle servers ---------------------------------------------------------------------------

@@ -1,0 +1,595 @@
+"""A class on one server, as a teacher starts it and students use it: ``make hub`` (the same
+config, on 127.0.0.1 and free ports), the teacher and three students signing up through the
+hub's pages (NativeAuthenticator: the teacher approves), each student at once clicking the
+nbgitpuller link, pulling the teacher's clone and running every cell of notebook 01 in their
+own server's kernel (jupyter_server's REST API and kernel websocket, as Lab does). Then, tried
+as a student: another student's home cannot be read or written, the shared CIFAR-10 cannot be
+written and notebook 04 reads it, a second click after the teacher's commit brings the fix and
+keeps the student's edit, a kernel over its memory cap is ended and restarted alone, and a
+server beyond the hub's limit is refused. Every wait is bounded; the Unix accounts the test
+created are removed.
+
+Needs root (Unix accounts), git, Node.js; run by ``make test-e2e`` (marked ``e2e``)."""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import nbformat
+import pytest
+
+from tools.harness import contract
+from tools.teaching import classroom
+from utils.launch import free_port
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 240  # a server's first start imports Lab and PyTorch on a busy 2-core machine
+CELL_TIMEOUT_S = 300
+PASSWORD = "correct horse battery staple 39"  # NativeAuthenticator refuses common ones
+FOLDER = "lessons"  # the teacher's clone; nbgitpuller names the student's copy after it
+
+
+def _skip_reason() -> str | None:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "make hub runs as root (it creates a Unix account per student)"
+    for tool in ("git", "node", "npm", "useradd", "userdel"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    return None
+
+
+@dataclass
+class Person:
+    name: str
+    hub: Hub
+    http: object = field(default=None)  # a requests.Session: the person's browser
+    token: str = ""  # an API token the person asked the hub for (REST and websocket)
+
+    def __post_init__(self) -> None:
+        import requests
+
+        self.http = requests.Session()
+        self.http.trust_env = False  # 127.0.0.1: no proxy from the environment
+
+    @property
+    def server(self) -> str:
+        return f"{self.hub.url}/user/{self.name}"
+
+    def _xsrf(self) -> dict[str, str]:
+        return {"X-XSRFToken": self.http.cookies.get("_xsrf", path="/hub/") or ""}
+
+    def sign_up(self) -> str:
+        """The sign-up form; the page's message."""
+        self.http.get(f"{self.hub.url}/hub/signup", timeout=60).raise_for_status()
+        form = {"username": self.name, "signup_password": PASSWORD}
+        form["signup_password_confirmation"] = PASSWORD
+        form["_xsrf"] = self.http.cookies.get("_xsrf", path="/hub/")
+        res = self.http.post(f"{self.hub.url}/hub/signup", data=form, timeout=60)
+        res.raise_for_status()
+        return res.text
+
+    def log_in(self) -> str:
+        """The login form; the URL it ended on (the home page when it worked)."""
+        self.http.get(f"{self.hub.url}/hub/login", timeout=60).raise_for_status()
+        form = {"username": self.name, "password": PASSWORD}
+        form["_xsrf"] = self.http.cookies.get("_xsrf", path="/hub/")
+        res = self.http.post(f"{self.hub.url}/hub/login", data=form, timeout=120)
+        res.raise_for_status()
+        return res.url
+
+    def api(self, method: str, path: str, **kwargs):
+        """The hub's REST API with the person's own token."""
+        headers = {"Authorization": f"token {self.ensure_token()}"}
+        url = f"{self.hub.url}{path}"
+        return self.http.request(method, url, headers=headers, timeout=120, **kwargs)
+
+    def ensure_token(self) -> str:
+        """An API token, asked for once with the login's cookie and its XSRF token (as the
+        hub's token page asks): Lab's requests carry the same rights."""
+        if not self.token:
+            res = self.http.post(
+                f"{self.hub.url}/hub/api/users/{self.name}/tokens",
+                json={"note": "test_hub", "expires_in": 3600},
+                headers=self._xsrf(),
+                timeout=60,
+            )
+            res.raise_for_status()
+            self.token = res.json()["token"]
+        return self.token
+
+    def click(self, link: str) -> None:
+        """Open the nbgitpuller link as a browser does: the hub starts the server (its
+        spawn page waits), a click again once it runs lands on nbgitpuller's page."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            res = self.http.get(link, timeout=120)
+            if urlsplit(res.url).path == f"/user/{self.name}/git-pull" and res.ok:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{self.name}'s link ended on {res.url} ({res.status_code}) after "
+                    f"{TIMEOUT_S} s; the hub's log, {self.hub.log}, ends:\n"
+                    + self.hub.log.read_text(errors="replace")[-3000:]
+                )
+            time.sleep(1)
+
+    def pull(self, link: str) -> list[dict]:
+        """What nbgitpuller's page then does: its event stream, read to the end."""
+        query = urlsplit(link).query
+        events = []
+        with self.http.get(f"{self.server}/git-pull/api?{query}", stream=True, timeout=120) as res:
+            res.raise_for_status()
+            for line in res.iter_lines(decode_unicode=True):
+                if line and line.startswith("data:"):
+                    events.append(json.loads(line.removeprefix("data:")))
+                    if events[-1].get("phase") in ("finished", "error"):
+                        break
+        return events
+
+    def kernel(self, path: str) -> Kernel:
+        """A kernel of this person's server for the notebook ``path`` (as opening it in Lab)."""
+        body = {"path": path, "type": "notebook", "name": Path(path).name}
+        body["kernel"] = {"name": "python3"}
+        headers = {"Authorization": f"token {self.ensure_token()}"}
+        res = self.http.post(f"{self.server}/api/sessions", json=body, headers=headers, timeout=120)
+        res.raise_for_status()
+        return Kernel(self, res.json()["kernel"]["id"])
+
+    def contents(self, path: str, model: dict | None = None) -> dict:
+        """jupyter_server's contents API: read ``path``, or save ``model`` there (Lab's save)."""
+        headers = {"Authorization": f"token {self.ensure_token()}"}
+        url = f"{self.server}/api/contents/{quote(path)}"
+        if model is None:
+            res = self.http.get(url, headers=headers, timeout=60)
+        else:
+            res = self.http.put(url, json=model, headers=headers, timeout=60)
+        res.raise_for_status()
+        return res.json()
+
+
+class Kernel:
+    """Jupyter's messaging protocol over the server's kernel websocket (what Lab speaks)."""
+
+    def __init__(self, person: Person, kernel_id: str) -> None:
+        import websocket
+
+        self.person, self.id, self.session = person, kernel_id, uuid.uuid4().hex
+        url = person.server.replace("http://", "ws://") + f"/api/kernels/{kernel_id}/channels"
+        auth = f"Authorization: token {person.token}"
+        self.ws = websocket.create_connection(url, header=[auth], timeout=TIMEOUT_S)
+
+    def run(self, code: str, timeout_s: float = CELL_TIMEOUT_S) -> tuple[str, str, list[str]]:
+        """Execute ``code`` as a cell: the reply's status, its printed text, its tracebacks.
+        Returns ("restarting", ...) when the server reports that the kernel died."""
+        msg_id = uuid.uuid4().hex
+        header = {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session}
+        header |= {"username": self.person.name, "version": "5.3", "date": ""}
+        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}}
+        content |= {"allow_stdin": False, "stop_on_error": True}
+        self.ws.send(
+            json.dumps(
+                {"header": header, "parent_header": {}, "metadata": {}, "content": content}
+                | {"channel": "shell", "buffers": []}
+            )
+        )
+        text, errors, status, idle = [], [], None, False
+        deadline = time.monotonic() + timeout_s
+        while status is None or not idle:
+            self.ws.settimeout(max(1.0, deadline - time.monotonic()))
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no reply in {timeout_s} s to:\n{code[:500]}")
+            msg = json.loads(self.ws.recv())
+            kind, body = msg["header"]["msg_type"], msg["content"]
+            if kind == "status" and body["execution_state"] in ("restarting", "dead"):
+                return "restarting", "".join(text), errors
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if kind == "stream":
+                text.append(body["text"])
+            elif kind in ("execute_result", "display_data"):
+                text.append(body["data"].get("text/plain", ""))
+            elif kind == "error":
+                errors.append("\n".join(body["traceback"]))
+            elif kind == "execute_reply":
+                status = body["status"]
+            elif kind == "status" and body["execution_state"] == "idle":
+                idle = True
+        return status, "".join(text), errors
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@dataclass
+class Hub:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+    lessons: Path  # the teacher's clone
+    srv: Path
+    settings: classroom.Settings
+    teacher: str
+    students: list[str]
+
+    def link(self, notebook: str = "notebooks/01_tensors.ipynb") -> str:
+        return self.settings.link(notebook)
+
+
+def _unique(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex[:6]
+
+
+def _runnable_by_all(path: Path) -> bool:
+    return all(p.stat().st_mode & 0o001 for p in [*Path(os.path.realpath(path)).parents])
+
+
+def _students_python(srv: Path) -> Path:
+    """A Python the students' accounts can run with this environment's packages: this one,
+    unless its interpreter lies in a folder closed to them (pyenv under /root); then a venv of
+    the system's Python 3.11 that reads this environment's site-packages (same ABI)."""
+    if _runnable_by_all(Path(sys.executable)) and _runnable_by_all(Path(sys.base_prefix) / "lib"):
+        return Path(sys.executable)
+    system = shutil.which(f"python3.{sys.version_info.minor}", path="/usr/bin:/usr/local/bin")
+    if system is None or not _runnable_by_all(Path(system)):
+        pytest.skip(f"this venv's Python ({sys.base_prefix}) is closed to other users")
+    venv = srv / "venv"
+    subprocess.run([system, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3.*/site-packages"))
+    here = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+    (site / "blitz_env.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    for folder in ("etc", "share"):  # Jupyter's config (nbgitpuller enabled), Lab, kernels
+        (venv / folder).symlink_to(Path(sys.prefix) / folder)
+    return venv / "bin" / "python"
+
+
+def _start(env: dict[str, str], log: Path, python: Path) -> subprocess.Popen:
+    # `make hub` as the README has it, never reinstalling (-o: the stamps are up to date)
+    argv = [shutil.which("make") or "make", "-o", ".venv/.installed", "-o", ".venv/.hub-installed"]
+    argv += ["hub", f"BIN={python.parent}"]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True
+        )
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):  # JupyterHub stops the servers it started
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=90)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    if reason := _skip_reason():
+        pytest.skip(reason)
+    srv = Path(tempfile.mkdtemp(prefix="blitz-hub-test-"))
+    os.chmod(srv, 0o755)  # students must reach the teacher's clone inside it
+    lessons = srv / FOLDER
+    teacher = _unique("teach")
+    students = [_unique(f"stu{x}") for x in "abc"]
+    group_existed = _group_exists(classroom.STUDENTS_GROUP)
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(lessons)], check=True)
+    subprocess.run(["git", "-C", str(lessons), "checkout", "--quiet", "-B", "main"], check=True)
+    env = dict(contract.SHELL_ENVIRON or os.environ)
+    env |= {"HUB_SRV": str(srv / "srv"), "HUB_LESSONS": str(lessons), "HUB_BRANCH": "main"}
+    env |= {"HUB_TEACHER": teacher, "HUB_CLASS_SIZE": "3", "HUB_ACTIVE_LIMIT": "3"}
+    env |= {"HUB_PORT": str(free_port()), "HUB_INTERNAL_PORT": str(free_port())}
+    env |= {"HUB_PROXY_API_PORT": str(free_port())}
+    if contract.SHARED_SUBSET.is_file():
+        env["BLITZ_CIFAR10_SUBSET"] = str(contract.SHARED_SUBSET)
+    settings = classroom.settings(env)
+    log = tmp_path_factory.mktemp("hub") / "hub.log"  # kept by pytest for a look afterwards
+    proc = _start(env, log, _students_python(srv))
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while "JupyterHub is now running" not in (text := log.read_text(errors="replace")):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"make hub (exit code {proc.poll()}):\n{text[-4000:]}")
+            time.sleep(0.5)
+        yield Hub(settings.url, proc, log, lessons, srv, settings, teacher, students)
+    finally:
+        _stop(proc)
+        for name in [teacher, *students]:
+            if _user_exists(name):
+                _end_processes_of(pwd.getpwnam(name).pw_uid)
+                subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
+        if not group_existed and _group_exists(classroom.STUDENTS_GROUP):
+            subprocess.run(["groupdel", classroom.STUDENTS_GROUP], check=False)
+        _remove_cgroups(classroom.class_cgroup_name(settings))
+        shutil.rmtree(srv, ignore_errors=True)
+        left = [n for n in [teacher, *students] if _user_exists(n)]
+        assert not left, f"accounts the test created are still there: {left}"
+
+
+def _processes_of(uid: int) -> list[int]:
+    pids = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            uids = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue  # ended meanwhile
+        if int(uids.split()[1]) == uid:
+            pids.append(int(status.parent.name))
+    return pids
+
+
+def _end_processes_of(uid: int) -> None:
+    """Wait for a test account's processes to end (a kernel notices its server has gone within
+    seconds), then end what is left by its id: userdel refuses an account still in use."""
+    deadline = time.monotonic() + 60
+    while (pids := _processes_of(uid)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _user_exists(name: str) -> bool:
+    return name in {p.pw_name for p in pwd.getpwall()}
+
+
+def _group_exists(name: str) -> bool:
+    return name in {g.gr_name for g in grp.getgrall()}
+
+
+def _remove_cgroups(name: str) -> None:
+    for base in (Path("/sys/fs/cgroup/memory") / name, Path("/sys/fs/cgroup") / name):
+        if base.is_dir():
+            for child in base.iterdir():
+                if child.is_dir():
+                    child.rmdir()
+            base.rmdir()
+
+
+@pytest.fixture(scope="module")
+def classroom_run(hub: Hub) -> dict[str, Person]:
+    """The teacher signs up first, three students sign up, the teacher approves them; then the
+    three at once sign in, click the link, pull and run every cell of notebook 01."""
+    teacher = Person(hub.teacher, hub)
+    assert "signup was successful" in teacher.sign_up()  # the admin needs no approval
+    assert urlsplit(teacher.log_in()).path == "/hub/home"
+    people = {name: Person(name, hub) for name in hub.students}
+    with ThreadPoolExecutor(len(people)) as pool:
+        pages = list(pool.map(Person.sign_up, people.values()))
+    assert all("sent to the admin" in page for page in pages), pages[0][-1500:]
+    waiting = next(iter(people.values()))
+    waiting.log_in()  # refused until approved
+    page = waiting.http.get(f"{hub.url}/hub/home", timeout=60)
+    assert urlsplit(page.url).path == "/hub/login", "a student got in before the teacher approved"
+    for name in people:  # the teacher's approval page, one click per student
+        res = teacher.http.get(f"{hub.url}/hub/authorize/{name}", timeout=60)
+        res.raise_for_status()
+
+    notebook = f"{FOLDER}/notebooks/01_tensors.ipynb"
+
+    def study(person: Person) -> tuple[str, list[dict], list[str]]:
+        assert urlsplit(person.log_in()).path == "/hub/home", person.name
+        person.click(hub.link())
+        events = person.pull(hub.link())
+        nb = nbformat.from_dict(person.contents(notebook)["content"])
+        kernel = person.kernel(notebook)
+        failures = []
+        try:
+            for i, cell in enumerate(nb.cells):
+                if cell.cell_type != "code" or not cell.source.strip():
+                    continue
+                status, _, errors = kernel.run(cell.source)
+                if status != "ok" or errors:
+                    failures.append(f"cell {i}: {status}\n" + "\n".join(errors)[-2000:])
+        finally:
+            kernel.close()
+        return person.name, events, failures
+
+    with ThreadPoolExecutor(len(people)) as pool:
+        results = list(pool.map(study, people.values()))
+    for name, events, failures in results:
+        assert events and events[-1]["phase"] == "finished", (name, events[-3:])
+        assert not failures, f"{name}'s notebook 01:\n" + "\n".join(failures)
+    people["teacher"] = teacher
+    return people
+
+
+def _students(people: dict[str, Person]) -> list[Person]:
+    return [p for name, p in people.items() if name != "teacher"]
+
+
+def test_three_students_pull_the_lessons_and_run_notebook_01(classroom_run, hub: Hub) -> None:
+    students = _students(classroom_run)
+    assert len(students) == 3
+    for person in students:  # each server runs as the student, in the student's home
+        home = Path(pwd.getpwnam(person.name).pw_dir)
+        copy = home / FOLDER / "notebooks" / "01_tensors.ipynb"
+        assert copy.is_file() and copy.stat().st_uid == pwd.getpwnam(person.name).pw_uid
+        assert (home.stat().st_mode & 0o777) == 0o700
+    group = Path("/sys/fs/cgroup/memory") / classroom.class_cgroup_name(hub.settings)
+    for person in students:  # what each holds after notebook 01 (pytest -s shows it)
+        usage = group / person.name / "memory.usage_in_bytes"
+        if usage.is_file():
+            print(f"{person.name}: {int(usage.read_text()) / 2**20:.0f} MiB after notebook 01")
+
+
+def test_the_teacher_is_the_only_admin(classroom_run, hub: Hub) -> None:
+    users = classroom_run["teacher"].api("GET", "/hub/api/users").json()
+    admins = sorted(u["name"] for u in users if u["admin"])
+    assert admins == [hub.teacher]
+    student = _students(classroom_run)[0]
+    assert student.api("GET", "/hub/api/users").status_code == 403
+
+
+def test_a_student_cannot_read_or_write_another_students_files(classroom_run) -> None:
+    a, b = _students(classroom_run)[:2]
+    b_home = pwd.getpwnam(b.name).pw_dir
+    kernel = a.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
+    try:
+        code = f"""
+import os
+tried = {{}}
+for what, act in [
+    ("list", lambda: os.listdir({b_home!r})),
+    ("read", lambda: open({b_home!r} + "/{FOLDER}/notebooks/01_tensors.ipynb").read()),
+    ("write", lambda: open({b_home!r} + "/from_a.txt", "w").write("x")),
+]:
+    try:
+        act()
+        tried[what] = "allowed"
+    except PermissionError:
+        tried[what] = "refused"
+print(os.getuid(), sorted(tried.items()))
+"""
+        status, text, errors = kernel.run(code)
+    finally:
+        kernel.close()
+    assert status == "ok" and not errors, errors
+    uid, tried = text.strip().split(" ", 1)
+    assert int(uid) == pwd.getpwnam(a.name).pw_uid  # the kernel runs as A
+    assert tried == "[('list', 'refused'), ('read', 'refused'), ('write', 'refused')]", tried
+    assert not (Path(b_home) / "from_a.txt").exists()
+
+
+def test_the_shared_data_is_read_by_notebook_04_and_written_by_nobody(
+    classroom_run, hub: Hub
+) -> None:
+    if not contract.SHARED_SUBSET.is_file():
+        pytest.skip(f"no subset at {contract.SHARED_SUBSET} to share")
+    a = _students(classroom_run)[0]
+    shared = hub.settings.data_dir / classroom.SUBSET_NAME
+    before = shared.read_bytes()
+    path = f"{FOLDER}/notebooks/04_cifar10.ipynb"
+    nb = nbformat.from_dict(a.contents(path)["content"])
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    upto = next(i for i, src in enumerate(code) if "BLITZ_CIFAR10_SUBSET" in src)
+    kernel = a.kernel(path)
+    try:
+        outputs = []
+        for src in code[: upto + 1]:  # notebook 04's set-up, transform and data cells
+            status, text, errors = kernel.run(src)
+            assert status == "ok" and not errors, errors
+            outputs.append(text)
+        probe = f"""
+import json, os, torch
+tried = []
+for act in (
+    lambda: open({str(shared)!r}, "r+b"),
+    lambda: open({str(hub.settings.data_dir / "mine")!r}, "w"),
+    lambda: os.remove({str(shared)!r}),
+):
+    try:
+        act()
+        tried.append("allowed")
+    except PermissionError:
+        tried.append("refused")
+data, threads = os.environ["BLITZ_CIFAR10_SUBSET"], os.environ["OMP_NUM_THREADS"]
+print(json.dumps([tried, data, threads, torch.get_num_threads()]))
+"""
+        status, text, errors = kernel.run(probe)
+    finally:
+        kernel.close()
+    assert outputs[-1].startswith("CIFAR-10 subset: 5,000 training / 1,000 test"), outputs[-1]
+    assert not (Path(pwd.getpwnam(a.name).pw_dir) / FOLDER / "notebooks" / "data").exists()
+    assert status == "ok" and not errors, errors
+    threads = hub.settings.threads
+    assert json.loads(text) == [["refused"] * 3, str(shared), str(threads), threads], text
+    assert shared.read_bytes() == before
+
+
+def test_a_second_click_brings_the_teachers_fix_and_keeps_the_students_edits(
+    classroom_run, hub: Hub
+) -> None:
+    a, b = _students(classroom_run)[:2]
+    path = f"{FOLDER}/notebooks/01_tensors.ipynb"
+    # A edits the last cell and B the first (A's own work), each saved as Lab saves
+    edits = {}
+    for person, index in ((a, -1), (b, 0)):
+        model = a.contents(path) if person is a else b.contents(path)
+        nb = model["content"]
+        mark = f"\n\nEdited by {person.name}."
+        nb["cells"][index]["source"] += mark
+        person.contents(path, {"type": "notebook", "format": "json", "content": nb})
+        edits[person.name] = (index, mark)
+    # the teacher fixes the first cell and commits
+    teacher_copy = hub.lessons / "notebooks" / "01_tensors.ipynb"
+    nb = nbformat.read(teacher_copy, as_version=4)
+    fix = "\n\nFixed by the teacher."
+    nb.cells[0].source += fix
+    nbformat.write(nb, teacher_copy)
+    git = ["git", "-C", str(hub.lessons), "-c", "user.name=T", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "commit", "--quiet", "-am", "Fix 01's title cell"], check=True)
+    for person in (a, b):
+        person.click(hub.link())
+        events = person.pull(hub.link())
+        assert events[-1]["phase"] == "finished", events[-3:]
+    got_a = a.contents(path)["content"]["cells"]
+    assert got_a[0]["source"].endswith(fix), "A did not get the teacher's fix"
+    assert got_a[-1]["source"].endswith(edits[a.name][1]), "A's edit was lost"
+    # B changed the very cell the teacher fixed: nbgitpuller merges with -Xours, B's wins
+    got_b = b.contents(path)["content"]["cells"]
+    assert got_b[0]["source"].endswith(edits[b.name][1]) and fix not in got_b[0]["source"]
+
+
+def test_a_kernel_over_its_memory_cap_is_restarted_alone(classroom_run, hub: Hub) -> None:
+    if "memory cgroup" not in hub.log.read_text(errors="replace"):
+        pytest.skip("no writable memory cgroup here: the hub enforces no per-student cap")
+    c = _students(classroom_run)[2]
+    cap = hub.settings.mem_limit
+    kernel = c.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
+    try:
+        status, _, _ = kernel.run(f"import numpy; x = numpy.ones({cap // 8 + 2**27})", 180)
+        assert status == "restarting", status  # what Lab shows as "Kernel Restarting"
+        # the same kernel comes back, empty, and the server and the others' work go on
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                status, text, _ = kernel.run("print(2 + 2)", 30)
+            except Exception:
+                status = "waiting"
+            if status == "ok" or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    finally:
+        kernel.close()
+    assert status == "ok" and text.strip() == "4"
+    for person in _students(classroom_run):
+        assert person.api("GET", f"/hub/api/users/{person.name}").json()["servers"][""]["ready"]
+
+
+def test_the_hub_refuses_a_server_beyond_its_limit(classroom_run, hub: Hub) -> None:
+    teacher = classroom_run["teacher"]
+    res = teacher.api("POST", f"/hub/api/users/{hub.teacher}/server")
+    assert res.status_code == 429, (res.status_code, res.text)
+    assert "Active user limit exceeded" in res.text
+    assert re.search(r"Try again", res.text)
+
+
+def test_the_idle_culler_runs_as_a_hub_service(classroom_run, hub: Hub) -> None:
+    services = classroom_run["teacher"].api("GET", "/hub/api/services").json()
+    assert "idle-culler" in services
+    # it asked the hub for the users and their servers' activity with its own token
+    deadline = time.monotonic() + TIMEOUT_S
+    while not re.search(r"200 GET /hub/api/users\S* \(idle-culler@", hub.log.read_text()):
+        assert time.monotonic() < deadline, "the culler never asked the hub for its users"
+        time.sleep(1)
