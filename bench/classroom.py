@@ -565,11 +565,17 @@ def report(rounds: list[Round], lessons, args) -> None:
                 value = percentile(lat, q)
                 ratio = f" ({value / percentile(base, q):.2f}x)" if base else ""
                 cols.append(f"{value:.3f}{ratio}")
-            mem = f"{statistics.median(uss):.0f} ({max(uss):.0f}) | {statistics.median(rss):.0f}"
-            mem = mem if uss else "- | -"
+            mem = (
+                f"{statistics.median(uss):.0f} ({max(uss):.0f}) | {statistics.median(rss):.0f}"
+                if uss
+                else "- | -"
+            )
+            took = (
+                f"{statistics.median(walls):.0f} ({statistics.median(busy):.1f})" if walls else "-"
+            )
             print(
                 f"| {r.n} | {len(done)} / {r.n - len(done)} | {lesson} | {cols[0]} | {cols[1]} "
-                f"| {statistics.median(walls):.0f} ({statistics.median(busy):.1f}) | {mem} |"
+                f"| {took} | {mem} |"
             )
     print()
     for r in rounds:
@@ -583,7 +589,7 @@ def report(rounds: list[Round], lessons, args) -> None:
         )
         for s in failed:
             print(f"  {s.name} failed: {s.error}")
-    for r in rounds:  # where the time goes: the cells slowest for the median student
+    for r in (r for r in rounds if r.n > 1):  # where the time goes: the median's slowest cells
         cells = []
         for lesson, (_, planned) in lessons.items():
             done = [
