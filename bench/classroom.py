@@ -689,20 +689,35 @@ def main() -> int:
     private = state / "private"  # the hub's log: root only (state itself is open to students)
     private.mkdir(mode=0o700)
     rounds: list[Round] = []
-    hub = None
+    hub: Hub | None = None
+
+    def stopped(signum, _frame) -> None:
+        # Ctrl-C or SIGTERM, wherever the run is (asyncio's own Ctrl-C handling can be lost
+        # in a wait that ends at the same moment): clean up here, say so in one line, leave.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C does not cut the clean-up short
+        if hub:
+            hub.stop()
+        shutil.rmtree(state, ignore_errors=True)
+        print(
+            f"{signal.Signals(signum).name}: hub and every student server stopped, "
+            "bench users and Unix accounts removed",
+            flush=True,
+        )
+        os._exit(130)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stopped)
     try:
         hub = Hub(args.port, state, max(sizes), args.start_timeout, args.hub_log or private / "log")
         hub.start()
         rounds = asyncio.run(main_async(args, hub, lessons))
-    except KeyboardInterrupt:
-        if hub:
-            hub.stop()
-        print("interrupted: hub and every student server stopped, bench users and accounts removed")
-        return 130
     except BenchError as err:
         print(f"bench/classroom.py: {err}", file=sys.stderr)
         return 1
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         if hub:
             hub.stop()
         shutil.rmtree(state, ignore_errors=True)
