@@ -1,0 +1,47 @@
+"""bench/classroom.py's inputs: what each simulated student runs and reads (no hub started
+here; the benchmark itself is run by hand: README, "Teach a class"), and its options' ranges."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import classroom
+from tools.authoring import lesson_size
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("lesson", ["01", "04"])
+def test_a_student_runs_the_planned_cells_after_reading_the_prose_before_them(lesson) -> None:
+    name, cells = classroom.plan(lesson)
+    lesson_ = lesson_size.measure(ROOT / "notebooks" / name)
+    parts = ("core",) if classroom.PLANS[lesson] == "core" else lesson_size.PARTS
+    # every code cell of the part(s), once, in order
+    assert len(cells) == sum(lesson_.parts[p].cells for p in parts)
+    # reading before the cells = the formula's words and formulas of those parts' markdown
+    prose = sum((lesson_.parts[p] for p in parts), lesson_size.Size())
+    expected = lesson_size.Size(words=prose.words, formulas=prose.formulas).exact_minutes * 60
+    after_last = cells and sum(c.pause_s for c in cells)
+    assert 0 < after_last <= expected + 1e-6  # prose after the last code cell is not waited for
+    assert all(c.pause_s >= 0 for c in cells)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (["--students", "0"], "--students: must be an integer from 1 to 200 (not 0)"),
+        (["--students", "1,x"], "--students: must be an integer from 1 to 200 (not x)"),
+        (["--pace", "-1"], "--pace: must be a number from 0 to 10 (not -1)"),
+        (["--lessons", "05"], "--lessons: must be one of 01, 02, 03, 04 (not '05')"),
+        (["--cell-timeout", "0"], "--cell-timeout: must be a number above 0 (not 0)"),
+    ],
+)
+def test_an_option_out_of_its_range_is_one_line(bad: list[str], message: str) -> None:
+    argv = [sys.executable, "-m", "bench.classroom", *bad]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert proc.returncode == 2 and f"error: argument {message}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
