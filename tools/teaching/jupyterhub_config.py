@@ -86,8 +86,9 @@ else:
 
 # The teacher is the only admin (approves sign-ups, sees who runs what, stops servers).
 c.Authenticator.admin_users = {s.teacher}
-# Admins may not open students' servers: a teacher sees work a student shares, not all of it.
-c.JupyterHub.admin_access = False
+# JupyterHub's admin role includes access:servers: the teacher can open a student's server
+# (to help them, and so to see their files); README says so. (admin_access, which once turned
+# that off, is deprecated since JupyterHub 2 and does nothing.)
 # Names become Unix login names: lower-case letter first, then letters, digits, - or _.
 c.Authenticator.username_pattern = r"^[a-z][a-z0-9_-]{0,30}$"
 # A Unix account with a private home (0700) for each new user, in the students' group.
