@@ -164,10 +164,10 @@ def grade(
     ]
     # Notebook 04 reads CIFAR-10 where the teacher's environment says (utils/data.py; make grade
     # passes the subset beside the checkout): the kernel has no network to download it.
-    for name in (data.CHOICE_ENV, data.SUBSET_ENV, data.ROOT_ENV):
-        if value := os.environ.get(name):
-            path_like = name != data.CHOICE_ENV  # the kernel runs in its own folder
-            kernel_env.append(f"{name}={Path(value).resolve() if path_like else value}")
+    for setting in (data.CHOICE_ENV, data.SUBSET_ENV, data.ROOT_ENV):
+        if value := os.environ.get(setting):
+            path_like = setting != data.CHOICE_ENV  # the kernel runs in its own folder
+            kernel_env.append(f"{setting}={Path(value).resolve() if path_like else value}")
     grading = f"""
 # The grader's course (tools/teaching/grade.py): each submission's kernel sandboxed and bounded.
 from nbconvert.preprocessors import ClearMetadataPreprocessor
