@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from bench import classroom
+from tools import conventions
 from tools.authoring import lesson_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,8 +22,17 @@ def test_a_student_runs_the_planned_cells_after_reading_the_prose_before_them(le
     name, cells = classroom.plan(lesson)
     lesson_ = lesson_size.measure(ROOT / "notebooks" / name)
     parts = ("core",) if classroom.PLANS[lesson] == "core" else lesson_size.PARTS
-    # every code cell of the part(s), once, in order
-    assert len(cells) == sum(lesson_.parts[p].cells for p in parts)
+    # every code cell of the part(s), once, in order; the formula gives an exercise's answer
+    # and check cells no time of their own (its minutes per exercise cover them)
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    unpriced = [
+        c
+        for c in nb.cells
+        if {conventions.ANSWER} <= (tags := set(c.metadata.get("tags", [])))
+        or {conventions.CHECK, conventions.EXERCISE} <= tags
+    ]
+    unpriced_count = len(unpriced) if "exercises" in parts else 0
+    assert len(cells) == sum(lesson_.parts[p].cells for p in parts) + unpriced_count
     # reading before the cells = the formula's words and formulas of those parts' markdown
     prose = sum((lesson_.parts[p] for p in parts), lesson_size.Size())
     expected = lesson_size.Size(words=prose.words, formulas=prose.formulas).exact_minutes * 60
