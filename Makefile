@@ -54,6 +54,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install -r requirements.txt
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
+	@# nbgrader (the class grader, make grade) brings two Lab extensions a learner's Lab does not
+	@# want, its own and Notebook 7's: RISE's slideshow app loads them even when Lab disables
+	@# them, and Notebook's broke it ("The getter for the shared module is not a function")
+	rm -rf $(VENV)/share/jupyter/labextensions/@jupyter/nbgrader \
+		$(VENV)/share/jupyter/labextensions/@jupyter-notebook
 	@touch $(STAMP)
 
 # JupyterLab on notebooks/ at 127.0.0.1 (tools/publishing/lab.py): `LAB_PORT=8890 make lab` picks the port,

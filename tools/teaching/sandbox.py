@@ -69,6 +69,7 @@ USER_PREFIX = "bgr"  # "blitz grader": the throw-away users' names begin so
 # The world-writable folders on a Debian machine: covered inside the kernel's namespace,
 # searched for the user's files afterwards all the same.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+HOLD = "/mnt"  # where the sandbox's script holds paths aside (a tmpfs in its own namespace)
 TOOLS = ("useradd", "userdel", "setpriv", "unshare", "prlimit", "mount", "ip")
 
 
@@ -240,11 +241,23 @@ def _sandbox_script(box: Path, needed: list[Path], hidden: list[str]) -> str:
             f"mount --move {stage} {shlex.quote(str(path))}",
         ]
         lines.append(f"rmdir {stage}")
+    # A needed path inside a shared writable folder (a checkout under /tmp) is held aside on a
+    # tmpfs of this namespace's own while that folder is covered, then put back in the new one.
+    inside = [p for p in needed if any(p.is_relative_to(f) for f in SHARED_WRITABLE)]
+    if inside:
+        lines.append(f"mount -t tmpfs -o size=64k,mode=700 tmpfs {HOLD}")
+    for i, path in enumerate(inside):
+        lines += [f"mkdir {HOLD}/{i}", f"mount --bind {shlex.quote(str(path))} {HOLD}/{i}"]
     for folder in SHARED_WRITABLE:
         lines.append(
             f"if [ -d {folder} ]; then mount -t tmpfs -o nosuid,nodev,size=256m,mode=1777 "
             f"tmpfs {folder}; fi"
         )
+    for i, path in enumerate(inside):
+        q = shlex.quote(str(path))
+        lines += [f"mkdir -p {q}", f"mount --move {HOLD}/{i} {q}"]
+    if inside:
+        lines.append(f"umount {HOLD}")
     for folder in hidden:
         q = shlex.quote(folder)
         lines.append(f"if [ -d {q} ]; then mount -t tmpfs -o size=64k,mode=000 tmpfs {q}; fi")
