@@ -127,11 +127,12 @@ test-full-data: $(STAMP)
 
 # A teacher's check of a GPU machine: every notebook executed on the accelerator (no output
 # comparison: the numbers differ from the stored CPU ones, the notebooks' asserts are the
-# check), then the unit tests without the CPU opt-out. Both run; either failing fails.
+# check), then the unit tests (not those marked e2e, which start browsers, a hub and Lab) without
+# the CPU opt-out. Both run; either failing fails.
 test-gpu: export BLITZ_FORCE_CPU = 0
 test-gpu: $(STAMP)
 	@rc=0; $(BIN)/python -m tools.authoring.run_notebooks || rc=1; \
-	$(BIN)/python -m pytest tests -q || rc=1; exit $$rc
+	$(BIN)/python -m pytest tests -q -m "not e2e" || rc=1; exit $$rc
 
 # The Chinese notebooks: the English ones with the catalogs' markdown (same code and outputs).
 # `tools/authoring/i18n.py check` lists what is untranslated or stale; translations/zh/glossary.md says how.

@@ -11,16 +11,23 @@ from utils.exercises import data_parallel as ex
 # --- exercise 1: a DataParallel training step -------------------------------------------------
 
 
-def train_epoch(model, loader, loss_fn, optimizer):  # the notebook's solution (device: the CPU)
-    total = 0.0
-    for X in loader:
-        y = (X[:, 0] > 0).long()
-        optimizer.zero_grad()
-        loss = loss_fn(model(X), y)
-        loss.backward()
-        optimizer.step()
-        total += loss.item()
-    return total / len(loader)
+def train_epoch_moving_batches_to(device):
+    def train_epoch(model, loader, loss_fn, optimizer):  # the notebook's solution, as it is there
+        total = 0.0
+        for X in loader:
+            X = X.to(device)
+            y = (X[:, 0] > 0).long()
+            optimizer.zero_grad()
+            loss = loss_fn(model(X), y)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        return total / len(loader)
+
+    return train_epoch
+
+
+train_epoch = train_epoch_moving_batches_to(torch.device("cpu"))
 
 
 def train_epoch_placeholder(model, loader, loss_fn, optimizer): ...
@@ -75,6 +82,24 @@ def test_train_epoch_solution_is_right_and_placeholder_is_todo():
     assert_right(ex.q1, train_epoch, None)
     assert_todo(ex.q1, train_epoch_placeholder, torch.device("cpu"))
     assert_todo(ex.q1, ..., torch.device("cpu"))
+
+
+def test_a_cpu_model_on_a_cuda_machine_stays_on_the_cpu(monkeypatch):
+    # Seen on an H200 (make test-gpu): the check wrapped the CPU model in DataParallel, which put
+    # it on the GPU, and the right answer "raised". Here CUDA only claims to be there: the check
+    # must not build a wrapper that would move the model.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert_right(ex.q1, train_epoch, torch.device("cpu"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA GPU (make test-gpu)")
+def test_train_epoch_is_judged_on_the_gpu_it_names():
+    # The check cell passes the notebook's `device`: on a GPU the model, the batches and the
+    # DataParallel wrapper are all there. A model left on the CPU of a GPU machine is judged
+    # too (above): DataParallel would move it to the GPU, so that part is left out there.
+    cuda = torch.device("cuda")
+    assert_right(ex.q1, train_epoch_moving_batches_to(cuda), cuda)
+    assert_todo(ex.q1, train_epoch_placeholder, cuda)
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -104,9 +107,20 @@ def test_device_choice(monkeypatch, built, usable: int, device: str, all_gpus) -
 
 
 def test_hidden_gpus_mean_the_cpu() -> None:
-    # tools/harness/contract.py sets CUDA_VISIBLE_DEVICES="" for the test run, as a learner would.
-    assert utils.get_device() == torch.device("cpu") or torch.backends.mps.is_available()
-    assert utils.try_all_gpus() == [torch.device("cpu")]
+    # A learner hides the GPUs as the test contract does, before Python starts:
+    # CUDA_VISIBLE_DEVICES="". In a fresh process, since one that has used CUDA keeps its devices
+    # (`make test-gpu` runs this file with the GPUs visible).
+    code = (
+        "import torch, utils\n"
+        "mps = torch.backends.mps.is_available()\n"
+        "print(utils.get_device() in (torch.device('cpu'), torch.device('mps') if mps else None),"
+        " utils.try_all_gpus() == [torch.device('cpu')])"
+    )
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]
 
 
 def test_seed_everything_repeats_all_three_generators() -> None:

@@ -4,8 +4,10 @@ notebook passes."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -90,3 +92,44 @@ def test_usage_errors(
         run_notebooks.main(args)
     err = capsys.readouterr().err
     assert exited.value.code == 2 and message in err, err
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_ends_the_run_and_its_kernel_in_one_line(tmp_path: Path, sig: int) -> None:
+    # Seen on an H200: `timeout` stopping `make test-gpu` left ~60 lines of nbclient traceback.
+    started = tmp_path / "kernel.pid"
+    nb = _notebook(
+        tmp_path / "01_slow.ipynb",
+        f"import os, time\nopen({str(started)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.authoring.run_notebooks", nb, "--out-dir", tmp_path / "out"],
+        cwd=ROOT,
+        env={**os.environ, "BLITZ_FORCE_CPU": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 180  # the kernel's start, on a loaded machine
+        while not (started.is_file() and started.read_text()) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the cell never started"
+            time.sleep(0.2)
+        kernel = int(started.read_text())
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + sig, out + err
+    assert "Traceback" not in out + err
+    # stderr also holds the kernel's own start-up warning; the stop is its one last line
+    assert err.strip().splitlines()[-1] == (
+        f"run_notebooks: stopped by {signal.Signals(sig).name} during 01_slow.ipynb, its kernel "
+        "ended and nothing of it kept; 0 ran before it (0 failed)"
+    ), err
+    with pytest.raises(ProcessLookupError):  # the kernel is gone, not orphaned
+        os.kill(kernel, 0)
+    assert not (tmp_path / "out").exists()  # no copy of a notebook that did not finish

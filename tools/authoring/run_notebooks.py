@@ -13,10 +13,13 @@ Without NOTEBOOK: the lessons ``_toc.yml`` lists (tools/lessons.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +131,34 @@ def _failure_report(
     return f"  FAILED at {where}\n    error:\n" + "\n".join("      " + line for line in tail)
 
 
+_STOPPED: list[int] = []  # the signal that stopped the run (Ctrl-C, SIGTERM), when one did
+
+
+def _stop(signum: int, frame) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # once: a second one would cut the clean-up
+        signal.signal(sig, signal.SIG_IGN)
+    _STOPPED.append(signum)
+    raise KeyboardInterrupt
+
+
+def _end_kernel(client: NotebookClient) -> None:
+    """End the kernel a stop left running: nbclient's own shutdown runs in the event loop the
+    stop cut short, and the kernel is in a session of its own (jupyter_client), so Ctrl-C at the
+    terminal never reaches it. Its process group goes, then its connection file."""
+    km = getattr(client, "km", None)
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    if process is not None and process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if hasattr(os, "killpg"):
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()
+        with contextlib.suppress(Exception):
+            process.wait(timeout=30)
+    if km is not None and getattr(km, "connection_file", ""):
+        Path(km.connection_file).unlink(missing_ok=True)
+
+
 def execute(nb: nbformat.NotebookNode, path: Path, timeout: int, kernel: str) -> Result:
     """Run ``nb`` (read from ``path``) top to bottom in memory, in ``path``'s folder, filling
     in outputs and timestamps. The caller applies the test contract (``contract.apply()``)."""
@@ -141,13 +172,37 @@ def execute(nb: nbformat.NotebookNode, path: Path, timeout: int, kernel: str) ->
         record_timing=True,  # for the run times; stored notebooks keep no timestamps
     )
     start = time.perf_counter()
-    try:
-        client.execute()
+    err = _execute_in_thread(client)
+    if err is None:
         return Result(True, time.perf_counter() - start, cell_seconds=cell_seconds(nb))
     # RuntimeError covers DeadKernelError and a kernel that does not start: report, go on.
-    except (CellExecutionError, CellTimeoutError, RuntimeError) as err:
+    if isinstance(err, CellExecutionError | CellTimeoutError | RuntimeError):
         report = _failure_report(nb, running[-1] if running else None, err, timeout)
         return Result(False, time.perf_counter() - start, report)
+    raise err
+
+
+def _execute_in_thread(client: NotebookClient) -> BaseException | None:
+    """``client.execute()`` in a thread of its own; what it raised. There nbclient cannot take
+    over SIGINT and SIGTERM (it adds event-loop handlers in the main thread only, whose clean-up
+    ends in an AssertionError of its own): they reach ``_stop`` here, which ends the kernel."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            client.execute()
+        except BaseException as err:  # handed to the main thread
+            raised.append(err)
+
+    worker = threading.Thread(target=run, name="nbclient", daemon=True)
+    worker.start()
+    try:
+        worker.join()  # a signal's handler runs here (the main thread) and may raise
+    except BaseException:
+        _end_kernel(client)
+        worker.join(timeout=30)  # the client sees its kernel die and returns
+        raise
+    return raised[0] if raised else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,28 +252,47 @@ def main(argv: list[str] | None = None) -> int:
             "(see the lines above for why no accelerator was selected)",
             flush=True,
         )
-    failed = 0
-    for path, nb in zip(args.notebooks, notebooks, strict=True):
-        result = execute(nb, path.resolve(), args.timeout, args.kernel)
-        if not args.inplace:  # the copy also when it failed: outputs up to the error
-            args.out_dir.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, args.out_dir / path.name)
-        elif result.passed:
-            for cell in nb.cells:  # no timestamps in a stored notebook
-                cell.metadata.pop("execution", None)
-            nbformat.write(nb, path)
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    failed = ran = 0
+    current = "the start"
+    try:
+        for path, nb in zip(args.notebooks, notebooks, strict=True):
+            current = path.name
+            failed += not run_one(path, nb, args)
+            ran += 1
+    except BaseException:
+        if not _STOPPED:
+            raise
+        name = signal.Signals(_STOPPED[0]).name
         print(
-            f"{'OK    ' if result.passed else 'FAILED'} {result.seconds:6.1f} s  {path}", flush=True
+            f"run_notebooks: stopped by {name} during {current}, its kernel ended and nothing of "
+            f"it kept; {ran} ran before it ({failed} failed)",
+            file=sys.stderr,
         )
-        if not result.passed:
-            print(result.report, flush=True)
-            failed += 1
-        elif (args.record_times or args.inplace) and result.cell_seconds:
-            data = record_times(path, result.cell_seconds)
-            print(f"       run time recorded ({data}): {result.cell_seconds}", flush=True)
+        return 128 + _STOPPED[0]
     where = "stored in place (failed ones left as they were)" if args.inplace else args.out_dir
     print(f"{len(args.notebooks) - failed} passed, {failed} failed; executed copies: {where}")
     return 1 if failed else 0
+
+
+def run_one(path: Path, nb: nbformat.NotebookNode, args: argparse.Namespace) -> bool:
+    """Run one notebook, write its copy (or store it in place), print its lines; passed?"""
+    result = execute(nb, path.resolve(), args.timeout, args.kernel)
+    if not args.inplace:  # the copy also when it failed: outputs up to the error
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, args.out_dir / path.name)
+    elif result.passed:
+        for cell in nb.cells:  # no timestamps in a stored notebook
+            cell.metadata.pop("execution", None)
+        nbformat.write(nb, path)
+    print(f"{'OK    ' if result.passed else 'FAILED'} {result.seconds:6.1f} s  {path}", flush=True)
+    if not result.passed:
+        print(result.report, flush=True)
+    elif (args.record_times or args.inplace) and result.cell_seconds:
+        data = record_times(path, result.cell_seconds)
+        print(f"       run time recorded ({data}): {result.cell_seconds}", flush=True)
+    return result.passed
 
 
 if __name__ == "__main__":

@@ -134,7 +134,15 @@ def q1(train_epoch, device=None) -> None:
             f"它返回了 {value:.4g}，这不是各批量损失的平均值。",
         )
 
-    wrapped = nn.DataParallel(copy.deepcopy(start).to(device))  # on a CPU it calls the module
+    # Where CUDA is available, DataParallel puts the module on a GPU whatever `device` says; a
+    # function written for a CPU model there would be judged on data it never asked for. So the
+    # wrapper is checked on a CUDA device, or where there is none (forward calls the module).
+    if device.type == "cuda":
+        wrapped = nn.DataParallel(copy.deepcopy(start).to(device), device_ids=[device])
+    elif torch.cuda.is_available():
+        return
+    else:
+        wrapped = nn.DataParallel(copy.deepcopy(start).to(device))
     train_epoch(wrapped, batches, nn.CrossEntropyLoss(), torch.optim.SGD(wrapped.parameters(), 0.5))
     if not _same_parameters(wrapped.module, reference):
         raise Wrong(
