@@ -142,9 +142,9 @@ def _stop(signum: int, frame) -> None:
 
 
 def _end_kernel(client: NotebookClient) -> None:
-    """End the kernel a stop left running: nbclient's own shutdown runs in the event loop the
-    stop cut short, and the kernel is in a session of its own (jupyter_client), so Ctrl-C at the
-    terminal never reaches it. Its process group goes, then its connection file."""
+    """End the kernel of a run a stop cut short: it is in a session of its own (jupyter_client),
+    so Ctrl-C at the terminal never reaches it, and nbclient's thread is still waiting on it.
+    Its process group goes, then its connection file."""
     km = getattr(client, "km", None)
     process = getattr(getattr(km, "provisioner", None), "process", None)
     if process is not None and process.poll() is None:
