@@ -184,7 +184,7 @@ WRONG = {
     test_the_solutions_answer_is_right,
     test_the_answer_cells_placeholder_is_not_done_yet,
     test_a_learners_mistake_gets_its_hint,
-    test_every_exercise_has_two_recorded_mistakes,
+    test_every_exercise_has_three_recorded_mistakes,
 ) = outcome_tests(ex, RIGHT, PLACEHOLDERS, WRONG)
 
 
