@@ -402,33 +402,35 @@ def test_the_generator_check_draws_nothing_from_the_global_generator() -> None:
     assert torch.equal(torch.get_rng_state(), before)
 
 
-def test_a_check_leaves_the_accelerators_generators_alone(monkeypatch) -> None:
+@pytest.mark.parametrize(("kind", "count"), [("cuda", 2), ("mps", 1)])
+def test_a_check_leaves_the_accelerators_generators_alone(monkeypatch, kind, count) -> None:
     # Issue 44, case 11: a check seeded every generator (torch.manual_seed seeds CUDA and MPS
-    # too) but restored the CPU's only. Here a two-GPU machine is mocked: the learner's CUDA
-    # generators must hold what they held before the check.
-    states = {0: torch.tensor([1], dtype=torch.uint8), 1: torch.tensor([2], dtype=torch.uint8)}
+    # too) but restored the CPU's only. Here a machine with two CUDA GPUs, or a Mac, is mocked:
+    # the learner's accelerator generators must hold what they held before the check.
+    states = {d: torch.tensor([d + 1], dtype=torch.uint8) for d in range(count)}
     learners = {d: s.clone() for d, s in states.items()}
 
     def seed_all(seed):
         for d in states:
             states[d] = torch.tensor([seed + 100], dtype=torch.uint8)
 
+    def index(device) -> int:
+        return 0 if isinstance(device, str) else int(device)
+
+    module = getattr(torch, kind)
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
     monkeypatch.setattr(
-        torch.accelerator, "current_accelerator", lambda *a, **k: torch.device("cuda")
+        torch.accelerator, "current_accelerator", lambda *a, **k: torch.device(kind)
     )
-    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: count)
+    monkeypatch.setattr(module, "device_count", lambda: count)
+    monkeypatch.setattr(module, "get_rng_state", lambda device=kind: states[index(device)].clone())
     monkeypatch.setattr(
-        torch.cuda, "get_rng_state", lambda device="cuda": states[int(device)].clone()
-    )
-    monkeypatch.setattr(
-        torch.cuda,
+        module,
         "set_rng_state",
-        lambda state, device="cuda": states.__setitem__(int(device), state),
+        lambda state, device=kind: states.__setitem__(index(device), state),
     )
-    monkeypatch.setattr(torch.cuda, "manual_seed_all", seed_all)
-    monkeypatch.setattr(torch.cuda, "manual_seed", lambda seed: seed_all(seed))
+    monkeypatch.setattr(module, "manual_seed_all" if kind == "cuda" else "manual_seed", seed_all)
     cpu = torch.get_rng_state()
     assert ex.q1.outcome(*CENTRED, lang="en")[0] == "right"
     assert {d: s.tolist() for d, s in states.items()} == {
