@@ -398,6 +398,6 @@ def _judge_dealt(dealt) -> None:
     raise Wrong(
         f"DistributedSampler deals other numbers than {dealt}: build it for 10 images on 3 "
         "ranks, with drop_last False and True, and count.",
-        f"DistributedSampler 分出的数不是 {dealt}：为 10 张图像、3 个 rank 构造它，"
+        f"DistributedSampler 分出的数不是 {dealt}。请为 10 张图像、3 个 rank 构造它，"
         "分别取 drop_last 为 False 和 True，数一数。",
     )
