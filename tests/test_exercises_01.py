@@ -400,6 +400,8 @@ def test_the_generator_check_draws_nothing_from_the_global_generator() -> None:
     before = torch.get_rng_state()
     assert ex.q4.outcome(*answers, lang="en")[0] == "right"
     assert torch.equal(torch.get_rng_state(), before)
+    assert ex.q3.outcome(to_numpy, lang="en")[0] == "right"  # its inputs: a private generator
+    assert torch.equal(torch.get_rng_state(), before)
 
 
 @pytest.mark.parametrize(("kind", "count"), [("cuda", 2), ("mps", 1)])

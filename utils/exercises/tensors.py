@@ -196,11 +196,16 @@ def _does_nothing(function: Callable) -> bool:
     return True
 
 
+def _unforeseeable() -> torch.Generator:
+    """A private generator seeded from the operating system: what it draws, no answer knows."""
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+
+
 def _fresh_inputs() -> list[torch.Tensor]:
     """Tensors ``to_numpy`` has never seen, drawn now from a private generator (so an answer
     cannot know them in advance, and the learner's generators are not touched): CPU tensors of
     floats, of whole numbers, and one that requires grad."""
-    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+    g = _unforeseeable()
     rows, cols = (int(n) for n in torch.randint(2, 6, (2,), generator=g))
     floats = torch.randn(rows, cols, generator=g)
     whole = torch.randint(-50, 50, (rows * cols,), generator=g)
@@ -246,7 +251,7 @@ def q3(to_numpy) -> None:
         )
     if _does_nothing(to_numpy):
         raise NotDone
-    given = torch.randn(3, 2, dtype=torch.float64)
+    given = torch.randn(3, 2, dtype=torch.float64, generator=_unforeseeable())
     on_devices = [("cuda:0", given.clone())]  # the stand-in, marked below
     if torch.accelerator.is_available():
         accelerator = torch.accelerator.current_accelerator()
