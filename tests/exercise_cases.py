@@ -39,6 +39,26 @@ def assert_wrong(q, answers, en_hint: str, zh_hint: str, langs=LANGS) -> None:
         assert bool(HAN.search(message)) == (lang == "zh"), message
 
 
+def other_right_tests(
+    ex: ModuleType, others: dict[str, tuple[str, Callable[[], tuple]]], names: tuple[str, ...]
+) -> tuple[Callable[..., None], ...]:
+    """Two tests: each of ``others`` (``case: (exercise, answers)``, right answers other than
+    the solution's: other routes, other types) is right in both languages, and each exercise
+    in ``names`` has at least three of them."""
+
+    @pytest.mark.parametrize("lang", LANGS)
+    @pytest.mark.parametrize("case", sorted(others))
+    def test_another_right_answer_is_right(case, lang):
+        name, answers = others[case]
+        assert_right(getattr(ex, name), *answers(), langs=(lang,))
+
+    def test_every_exercise_has_three_other_right_answers():
+        counts = {name: sum(case[0] == name for case in others.values()) for name in names}
+        assert min(counts.values()) >= 3, counts
+
+    return test_another_right_answer_is_right, test_every_exercise_has_three_other_right_answers
+
+
 def outcome_tests(
     ex: ModuleType,
     right: dict[str, Callable[[], tuple]],
@@ -46,7 +66,7 @@ def outcome_tests(
     wrong: dict[str, tuple[str, Callable[[], tuple], str, str]],
 ) -> tuple[Callable[..., None], ...]:
     """Four tests: right, not done yet, each mistake with its hint (both languages), and
-    that every exercise has at least two recorded mistakes."""
+    that every exercise has at least three recorded mistakes."""
 
     @pytest.mark.parametrize("lang", LANGS)
     @pytest.mark.parametrize("name", sorted(right))
@@ -64,14 +84,14 @@ def outcome_tests(
         name, answers, en, zh = wrong[case]
         assert_wrong(getattr(ex, name), answers(), en, zh, langs=(lang,))
 
-    def test_every_exercise_has_two_recorded_mistakes():
+    def test_every_exercise_has_three_recorded_mistakes():
         counts = {name: sum(case[0] == name for case in wrong.values()) for name in right}
         assert set(placeholders) == set(right)
-        assert min(counts.values()) >= 2, counts
+        assert min(counts.values()) >= 3, counts
 
     return (
         test_the_solutions_answer_is_right,
         test_the_answer_cells_placeholder_is_not_done_yet,
         test_a_learners_mistake_gets_its_hint,
-        test_every_exercise_has_two_recorded_mistakes,
+        test_every_exercise_has_three_recorded_mistakes,
     )

@@ -43,6 +43,20 @@ def test_centring_the_solution_is_right_and_the_placeholder_not_done(lang: str) 
     assert ex.q1.outcome(CENTRED[0], ..., lang=lang)[0] == "todo"  # half done is not done
 
 
+@pytest.mark.parametrize("lang", LANGS)
+def test_centring_accepts_the_right_numbers_in_any_form(lang: str) -> None:
+    # Issue 44, case 3: the question asks for numbers, not a type; NumPy arrays were refused.
+    A = X.numpy()
+    for answers in (
+        (A - A.mean(axis=0), A - A.mean(axis=1, keepdims=True)),
+        (X - X.mean(dim=0, keepdim=True), X - X.mean(dim=1)[:, None]),
+        (X.double() - X.double().mean(0), (X.T - X.T.mean(0)).T),
+        (torch.tensor(A - A.mean(axis=0)), A - A.mean(axis=1, keepdims=True)),
+    ):
+        status, message = ex.q1.outcome(*answers, lang=lang)
+        assert status == "right", message
+
+
 CENTRING_MISTAKES = {
     "the mean of the whole X": (
         (X - X.mean(), CENTRED[1]),
@@ -92,6 +106,16 @@ def test_images_the_solution_is_right_and_the_placeholder_not_done(lang: str) ->
     assert ex.q2.outcome(other, False, lang=lang)[0] == "right"
     assert ex.q2.outcome(..., ..., lang=lang)[0] == "todo"
     assert ex.q2.outcome(IMAGES_X, ..., lang=lang)[0] == "todo"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize(
+    "shares_memory", [torch.tensor(False), np.bool_(False), np.array(False), False]
+)
+def test_images_accepts_false_in_any_form(shares_memory, lang: str) -> None:
+    # Issue 44, case 3: `shares_memory = torch.tensor(False)` was refused.
+    status, message = ex.q2.outcome(IMAGES_X, shares_memory, lang=lang)
+    assert status == "right", message
 
 
 IMAGE_MISTAKES = {
@@ -148,7 +172,7 @@ def to_numpy(t):
     """The solution's function."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"to_numpy expects a torch.Tensor, got {type(t).__name__}")
-    return t.cpu().numpy()
+    return t.detach().cpu().numpy()
 
 
 def placeholder(t): ...
@@ -171,13 +195,27 @@ def _refusing(convert):
 def _silent_type_error(t):
     if not isinstance(t, torch.Tensor):
         raise TypeError
-    return t.cpu().numpy()
+    return t.detach().cpu().numpy()
+
+
+def _exactly_a_tensor(t):
+    # Issue 44, case 1: refused while the check's GPU stand-in was a Tensor subclass.
+    if type(t) is not torch.Tensor:
+        raise TypeError(f"to_numpy expects a torch.Tensor, got {type(t).__name__}")
+    return t.detach().cpu().numpy()
+
+
+def _fixed(t):
+    # Issue 44, case 9: ignores its input and gives the array the old check always asked for.
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"not a tensor: {type(t).__name__}")
+    return np.arange(6.0).reshape(2, 3).astype(np.float32)
 
 
 def _forgets_return(t):
     if not isinstance(t, torch.Tensor):
         raise TypeError("not a tensor")
-    t.cpu().numpy()
+    t.detach().cpu().numpy()
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -186,9 +224,16 @@ def test_to_numpy_the_solution_is_right_and_the_placeholder_not_done(lang: str) 
     for also_right in (
         _refusing(lambda t: t.detach().to("cpu").numpy()),
         _refusing(lambda t: t.numpy(force=True)),
-        _refusing(lambda t: np.asarray(t.cpu())),
+        _refusing(lambda t: np.asarray(t.cpu().detach())),
+        _refusing(lambda t: t.cpu().detach().clone().numpy()),
+        _refusing(lambda t: np.array(t.tolist())),
+        _refusing(
+            lambda t: t.detach().numpy() if t.device.type == "cpu" else t.detach().cpu().numpy()
+        ),
+        _exactly_a_tensor,
     ):
-        assert ex.q3.outcome(also_right, lang=lang)[0] == "right"
+        status, message = ex.q3.outcome(also_right, lang=lang)
+        assert status == "right", message
     for not_done in (..., placeholder, placeholder_with_a_docstring):
         assert ex.q3.outcome(not_done, lang=lang)[0] == "todo"
 
@@ -196,7 +241,7 @@ def test_to_numpy_the_solution_is_right_and_the_placeholder_not_done(lang: str) 
 TO_NUMPY_MISTAKES = {
     "the tensor itself": (
         _refusing(lambda t: t.cpu()),
-        {"en": "returned a Tensor for a tensor on the CPU", "zh": "不是 NumPy 数组"},
+        {"en": "returned a Tensor for a tensor on", "zh": "不是 NumPy 数组"},
     ),
     "no copy to the CPU first": (
         _refusing(lambda t: t.numpy()),
@@ -207,11 +252,11 @@ TO_NUMPY_MISTAKES = {
         {"en": "raises TypeError for a tensor on cuda:0", "zh": "NumPy 只能读取主机内存"},
     ),
     "no type check": (
-        lambda t: t.cpu().numpy(),
+        lambda t: t.detach().cpu().numpy(),
         {"en": "`to_numpy([1, 2, 3])` raises AttributeError", "zh": "先检查参数的类型"},
     ),
     "a list turned into an array": (
-        lambda t: np.asarray(t.cpu() if isinstance(t, torch.Tensor) else t),
+        lambda t: np.asarray(t.detach().cpu() if isinstance(t, torch.Tensor) else t),
         {"en": "returned a NumPy array instead of refusing the list", "zh": "没有拒绝这个列表"},
     ),
     "a TypeError without a message": (
@@ -223,8 +268,20 @@ TO_NUMPY_MISTAKES = {
         {"en": "did the function `return` its result?", "zh": "是否用 `return` 返回了结果"},
     ),
     "other numbers": (
-        _refusing(lambda t: t.cpu().numpy().T),
-        {"en": "other numbers, or another shape", "zh": "数值或形状变了"},
+        _refusing(lambda t: t.detach().cpu().numpy().T),
+        {"en": "with other numbers or in another shape", "zh": "数值或形状变了"},
+    ),
+    "a fixed array, whatever it is given": (
+        _fixed,
+        {"en": "Convert the tensor it is given", "zh": "只转换传进来的张量"},
+    ),
+    "no detach (the lesson's old solution)": (
+        _refusing(lambda t: t.cpu().numpy()),
+        {"en": "for a tensor that requires grad", "zh": "对需要梯度的张量"},
+    ),
+    "numpy(), no detach, after cpu()": (
+        _refusing(lambda t: np.asarray(t.cpu().numpy())),
+        {"en": "NumPy cannot keep autograd's graph", "zh": "不带计算图"},
     ),
     "not a function": (
         np.zeros(3),
@@ -243,7 +300,7 @@ def test_to_numpy_mistakes_get_their_hint(case: str, lang: str) -> None:
 # --- 4. A generator of your own -------------------------------------------------------------------
 
 
-def _generator_answers(mistake: str | None = None) -> tuple:
+def _generator_answers(mistake: str | None = None, five=lambda g: torch.rand(5, generator=g)):
     """``g, from_global, from_g, expected, after`` as the solution makes them, or with one
     learner's ``mistake``."""
     g = torch.Generator() if mistake == "unseeded" else torch.Generator().manual_seed(0)
@@ -264,8 +321,8 @@ def _generator_answers(mistake: str | None = None) -> tuple:
     if mistake == "five from the global generator":
         _ = torch.rand(5)
     elif mistake != "nothing drawn in between":
-        _ = torch.rand(5, generator=g)
-    after = torch.rand(2)
+        _ = five(g)
+    after = expected.clone() if mistake == "after copied from expected" else torch.rand(2)
     return g, from_global, from_g, expected, after
 
 
@@ -277,12 +334,33 @@ def test_generator_the_solution_is_right_and_the_placeholder_not_done(lang: str)
     assert ex.q4.outcome(g, *rest[:3], ..., lang=lang)[0] == "todo"
 
 
+FIVE_FROM_G = {  # issue 44, case 2: "five numbers drawn from g", each refused before
+    "randn": lambda g: torch.randn(5, generator=g),
+    "rand float64": lambda g: torch.rand(5, generator=g, dtype=torch.float64),
+    "randperm": lambda g: torch.randperm(5, generator=g),
+    "randint": lambda g: torch.randint(0, 100, (5,), generator=g),
+    "normal_": lambda g: torch.empty(5).normal_(generator=g),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("draw", FIVE_FROM_G)
+def test_generator_accepts_any_draw_of_five_from_g(draw: str, lang: str) -> None:
+    answers = _generator_answers(five=FIVE_FROM_G[draw])
+    status, message = ex.q4.outcome(*answers, lang=lang)
+    assert status == "right", message
+
+
 GENERATOR_MISTAKES = {
     "unseeded": {"en": "`g` was seeded with 67280421310721, not 0", "zh": "不是 0"},
     "the global generator": {"en": "`g` is the global generator itself", "zh": "全局生成器本身"},
     "from_g from the global generator": {
-        "en": "`g` has not drawn exactly three numbers and then five",
-        "zh": "不是先三个、再五个",
+        "en": "`g` has not given `from_g` and then five numbers",
+        "zh": "不是先 `from_g`、再五个数",
+    },
+    "after copied from expected": {  # issue 44, case 9
+        "en": "`after` was not drawn from it",
+        "zh": "`after` 不是从它抽取的",
     },
     "from_g drawn after from_global": {
         "en": "`from_g` differs from `from_global`",
@@ -293,8 +371,8 @@ GENERATOR_MISTAKES = {
         "zh": "`after` 与 `expected` 不同",
     },
     "nothing drawn in between": {
-        "en": "`g` has not drawn exactly three numbers and then five",
-        "zh": "不是先三个、再五个",
+        "en": "`g` has given no numbers after `from_g`",
+        "zh": "`g` 再没有给出任何数",
     },
 }
 
@@ -322,3 +400,42 @@ def test_the_generator_check_draws_nothing_from_the_global_generator() -> None:
     before = torch.get_rng_state()
     assert ex.q4.outcome(*answers, lang="en")[0] == "right"
     assert torch.equal(torch.get_rng_state(), before)
+    assert ex.q3.outcome(to_numpy, lang="en")[0] == "right"  # its inputs: a private generator
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize(("kind", "count"), [("cuda", 2), ("mps", 1)])
+def test_a_check_leaves_the_accelerators_generators_alone(monkeypatch, kind, count) -> None:
+    # Issue 44, case 11: a check seeded every generator (torch.manual_seed seeds CUDA and MPS
+    # too) but restored the CPU's only. Here a machine with two CUDA GPUs, or a Mac, is mocked:
+    # the learner's accelerator generators must hold what they held before the check.
+    states = {d: torch.tensor([d + 1], dtype=torch.uint8) for d in range(count)}
+    learners = {d: s.clone() for d, s in states.items()}
+
+    def seed_all(seed):
+        for d in states:
+            states[d] = torch.tensor([seed + 100], dtype=torch.uint8)
+
+    def index(device) -> int:
+        return 0 if isinstance(device, str) else int(device)
+
+    module = getattr(torch, kind)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda *a, **k: torch.device(kind)
+    )
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: count)
+    monkeypatch.setattr(module, "device_count", lambda: count)
+    monkeypatch.setattr(module, "get_rng_state", lambda device=kind: states[index(device)].clone())
+    monkeypatch.setattr(
+        module,
+        "set_rng_state",
+        lambda state, device=kind: states.__setitem__(index(device), state),
+    )
+    monkeypatch.setattr(module, "manual_seed_all" if kind == "cuda" else "manual_seed", seed_all)
+    cpu = torch.get_rng_state()
+    assert ex.q1.outcome(*CENTRED, lang="en")[0] == "right"
+    assert {d: s.tolist() for d, s in states.items()} == {
+        d: s.tolist() for d, s in learners.items()
+    }
+    assert torch.equal(torch.get_rng_state(), cpu)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from tests.exercise_cases import outcome_tests
+from tests.exercise_cases import other_right_tests, outcome_tests
 from utils.exercises import autograd as ex
 
 
@@ -137,6 +138,113 @@ def fit_line_too_few_epochs(X, y, lr=0.5, num_epochs=5):
     return fit_line(X, y, lr, num_epochs)
 
 
+def fit_line_closed_form(X, y, lr=0.5, num_epochs=200):
+    # Issue 44, case 8: least squares, no gradient descent at all; it recovers the line.
+    design = torch.stack([X, torch.ones_like(X)], dim=1)
+    w, b = torch.linalg.lstsq(design, y[:, None]).solution.flatten()
+    return w, b
+
+
+def fit_line_ignoring(lr_used=None, epochs_used=None):
+    """A loop that takes a fixed lr or a fixed number of epochs, whatever it is given."""
+
+    def fit(X, y, lr=0.5, num_epochs=200):
+        return fit_line(X, y, lr_used or lr, epochs_used or num_epochs)
+
+    return fit
+
+
+def fit_line_mse_loss(X, y, lr=0.5, num_epochs=200):
+    w = torch.zeros(1, requires_grad=True)
+    b = torch.zeros(1, requires_grad=True)
+    for _ in range(num_epochs):
+        nn.functional.mse_loss(X * w + b, y).backward()
+        with torch.no_grad():
+            for p in (w, b):
+                p.sub_(lr * p.grad)
+                p.grad.zero_()
+    return w.item(), b.item()
+
+
+def fit_line_sgd(X, y, lr=0.5, num_epochs=200):
+    w, b = torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.SGD([w, b], lr=lr)
+    for _ in range(num_epochs):
+        optimizer.zero_grad()
+        ((y - (w * X + b)) ** 2).mean().backward()
+        optimizer.step()
+    return w, b
+
+
+def fit_line_one_tensor(X, y, lr=0.5, num_epochs=200):
+    wb = torch.zeros(2, requires_grad=True)
+    for _ in range(num_epochs):
+        ((wb[0] * X + wb[1] - y) ** 2).mean().backward()
+        with torch.no_grad():
+            wb -= lr * wb.grad
+        wb.grad = None
+    return wb[0].detach(), wb[1].detach()
+
+
+def q1_numpy_by_hand():
+    x, _ = q1_solution()
+    p = np.linspace(-2, 2, 5)
+    return x, np.sin(p) + p * np.cos(p)  # issue 44, case 3: refused as "not a tensor"
+
+
+def q1_gradient_of_ones():
+    x = g_points()
+    g = x * torch.sin(x)
+    g.backward(gradient=torch.ones_like(g))
+    return x, by_hand(x).tolist() and torch.tensor(by_hand(x).tolist(), dtype=torch.float64)
+
+
+def q1_float64():
+    x = torch.linspace(-2, 2, 5, dtype=torch.float64, requires_grad=True)
+    (x * torch.sin(x)).sum().backward()
+    return x, x.grad.clone()
+
+
+def q2_functional(J):
+    x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    torch.autograd.backward(A @ x, grad_tensors=V)
+    return A, x, V, (A.T @ V).numpy(), J
+
+
+OTHER_RIGHT = {
+    "q1 by_hand as a NumPy array": ("q1", q1_numpy_by_hand),
+    "q1 backward with a gradient of ones": ("q1", q1_gradient_of_ones),
+    "q1 in float64": ("q1", q1_float64),
+    "q2 J as a NumPy array": ("q2", lambda: q2_answers(J=A.numpy().copy())),  # issue 44, case 3
+    "q2 J from torch.func.jacrev": (
+        "q2",
+        lambda: q2_answers(J=torch.func.jacrev(lambda x: A @ x)(torch.zeros(3))),
+    ),
+    "q2 autograd.backward, predicted in NumPy": ("q2", lambda: q2_functional(A.clone())),
+    "q3 before as a dict of clones": (
+        "q3",
+        lambda: (lambda m, n, b: (m, n, {i: t for i, t in enumerate(b)}))(*q3_answers()),
+    ),
+    "q3 trainable as a tensor, frozen one by one": (
+        "q3",
+        lambda: (lambda m, n, b: (m, torch.tensor(n), b))(
+            *q3_answers(freeze=lambda m: [p.requires_grad_(False) for p in m[0].parameters()])
+        ),
+    ),
+    "q3 trainable as a NumPy integer": (
+        "q3",
+        lambda: (lambda m, n, b: (m, np.int64(n), b))(*q3_answers()),
+    ),
+    "q4 F.mse_loss and grad.zero_()": ("q4", lambda: (fit_line_mse_loss,)),
+    "q4 torch.optim.SGD": ("q4", lambda: (fit_line_sgd,)),
+    "q4 w and b in one tensor": ("q4", lambda: (fit_line_one_tensor,)),
+}
+(
+    test_another_right_answer_is_right,
+    test_every_exercise_has_three_other_right_answers,
+) = other_right_tests(ex, OTHER_RIGHT, ("q1", "q2", "q3", "q4"))
+
+
 RIGHT = {
     "q1": lambda: q1_solution(),
     "q2": lambda: q2_answers(),
@@ -226,6 +334,30 @@ WRONG = {
         "函数外面定义的点",
     ),
     "q4 stops too early": ("q4", lambda: (fit_line_too_few_epochs,), "stops too early", "停得太早"),
+    "q4 closed-form least squares": (  # issue 44, case 8
+        "q4",
+        lambda: (fit_line_closed_form,),
+        "returns the same (w, b) as with the defaults",
+        "与默认参数时相同",
+    ),
+    "q4 ignores lr": (  # issue 44, case 8
+        "q4",
+        lambda: (fit_line_ignoring(lr_used=0.5),),
+        "takes steps of size 0.5, not `lr`",
+        "步长是 0.5",
+    ),
+    "q4 ignores num_epochs": (  # issue 44, case 8
+        "q4",
+        lambda: (fit_line_ignoring(epochs_used=200),),
+        "takes 200 steps, not `num_epochs`",
+        "走了 200 步",
+    ),
+    "q4 ignores both": (  # issue 44, case 8
+        "q4",
+        lambda: (fit_line_ignoring(lr_used=0.5, epochs_used=200),),
+        "returns the same (w, b) as with the defaults",
+        "与默认参数时相同",
+    ),
     "q4 returns (b, w)": (
         "q4",
         lambda: (lambda X, y, *a: fit_line(X, y, *a)[::-1],),
@@ -239,7 +371,7 @@ WRONG = {
     test_the_solutions_answer_is_right,
     test_the_answer_cells_placeholder_is_not_done_yet,
     test_a_learners_mistake_gets_its_hint,
-    test_every_exercise_has_two_recorded_mistakes,
+    test_every_exercise_has_three_recorded_mistakes,
 ) = outcome_tests(ex, RIGHT, PLACEHOLDERS, WRONG)
 
 

@@ -8,12 +8,14 @@ that points at them (utils/exercises/neural_networks.py).
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.exercise_cases import outcome_tests
+from tests.exercise_cases import other_right_tests, outcome_tests
 from utils import LeNet
 from utils.exercises import neural_networks as ex
 
@@ -73,6 +75,105 @@ def trained_clf(steps=200, softmax=False):
         loss_fn(clf(X4), labels).backward()
         optimizer.step()
     return clf, X4, labels
+
+
+class OneHot(nn.Module):
+    """Issue 44, case 9: scores written by hand, one-hot for the labels, whatever the input."""
+
+    def __init__(self, labels, batch_sized=False):
+        super().__init__()
+        self.labels, self.batch_sized = labels, batch_sized
+
+    def forward(self, x):
+        scores = 10 * F.one_hot(self.labels, 10).float()
+        return scores[: len(x)] if self.batch_sized else scores
+
+
+class Recognises(nn.Module):
+    """Knows X4 by heart, and is an untrained LeNet on anything else."""
+
+    def __init__(self, X4, labels):
+        super().__init__()
+        self.X4, self.labels, self.net = X4, labels, LeNet()
+
+    def forward(self, x):
+        if x.shape == self.X4.shape and torch.equal(x, self.X4):
+            return 10 * F.one_hot(self.labels, 10).float()
+        return self.net(x)
+
+
+@functools.cache
+def trained_for(steps=30, functional=False):
+    """Another right route: a fixed number of steps, no early stop, maybe F.cross_entropy."""
+    torch.manual_seed(0)
+    X4, labels = torch.randn(4, 1, 32, 32), torch.tensor([3, 1, 4, 1])
+    clf = LeNet()
+    optimizer = torch.optim.SGD(clf.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = F.cross_entropy if functional else nn.CrossEntropyLoss()
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss_fn(clf(X4), labels).backward()
+        optimizer.step()
+    return clf, X4, labels
+
+
+def padded_by_hand():
+    image = digit()
+    frame = torch.zeros(1, 1, 32, 32)
+    frame[..., 2:30, 2:30] = image
+    return image, 256, frame
+
+
+OTHER_RIGHT = {
+    "q1 a tensor": ("q1", lambda: (torch.tensor(COUNT),)),
+    "q1 a NumPy integer": ("q1", lambda: (np.int64(COUNT),)),
+    "q1 a whole float": ("q1", lambda: (float(COUNT),)),
+    "q2 named layers": ("q2", lambda: named()),
+    "q2 weights copied layer by layer": ("q2", lambda: copied_by_hand()),
+    "q2 nested Sequentials": ("q2", lambda: nested()),
+    "q3 features as a tensor": (
+        "q3",
+        lambda: (lambda d, n, p: (d, torch.tensor(n), p))(*q3_answers()),
+    ),
+    "q3 padded with mode='constant'": (
+        "q3",
+        lambda: (digit(), 256, F.pad(digit(), (2, 2, 2, 2), mode="constant", value=0)),
+    ),
+    "q3 padded into a frame of zeros": ("q3", padded_by_hand),
+    "q4 a fixed number of steps": ("q4", lambda: trained_for()),
+    "q4 F.cross_entropy": ("q4", lambda: trained_for(functional=True)),
+    "q4 in eval mode": ("q4", lambda: (lambda c, x, y: (c.eval(), x, y))(*trained_for(40))),
+}
+
+
+def copied_by_hand():
+    model = lenet()
+    seq = sequential()
+    with torch.no_grad():
+        for p, q in zip(seq.parameters(), model.parameters(), strict=True):
+            p.copy_(q)
+    return seq, model
+
+
+def named():
+    model = lenet()
+    names = "conv1 r1 p1 conv2 r2 p2 flat fc1 r3 fc2 r4 fc3".split()
+    seq = nn.Sequential(OrderedDict(zip(names, sequential(), strict=True)))
+    seq.load_state_dict(model.state_dict(), strict=True)  # same names: fc1.weight, ...
+    return seq, model
+
+
+def nested():
+    model = lenet()
+    seq = sequential()
+    features, classifier = nn.Sequential(*seq[:6]), nn.Sequential(*seq[6:])
+    return loaded(nn.Sequential(features, classifier), model), model
+
+
+(
+    test_another_right_answer_is_right,
+    test_every_exercise_has_three_other_right_answers,
+) = other_right_tests(ex, OTHER_RIGHT, ("q1", "q2", "q3", "q4"))
 
 
 RIGHT = {
@@ -171,6 +272,24 @@ WRONG = {
         "raw scores",
         "原始分数",
     ),
+    "q4 one-hot scores written by hand": (  # issue 44, case 9
+        "q4",
+        lambda: (OneHot(torch.tensor([3, 1, 4, 1])), *trained_clf(steps=0)[1:]),
+        "not (3, 10)",
+        "不是 (3, 10)",
+    ),
+    "q4 one-hot scores cut to the batch": (  # issue 44, case 9
+        "q4",
+        lambda: (OneHot(torch.tensor([3, 1, 4, 1]), True), *trained_clf(steps=0)[1:]),
+        "the same scores whatever images",
+        "分数都一样",
+    ),
+    "q4 X4 known by heart": (
+        "q4",
+        lambda: (lambda _, x, y: (Recognises(x, y), x, y))(*trained_clf(steps=0)),
+        "not recognise X4",
+        "而不是认出 X4",
+    ),
     "q4 the loss, not the network": (
         "q4",
         lambda: (torch.tensor(0.5), *trained_clf(steps=0)[1:]),
@@ -184,7 +303,7 @@ WRONG = {
     test_the_solutions_answer_is_right,
     test_the_answer_cells_placeholder_is_not_done_yet,
     test_a_learners_mistake_gets_its_hint,
-    test_every_exercise_has_two_recorded_mistakes,
+    test_every_exercise_has_three_recorded_mistakes,
 ) = outcome_tests(ex, RIGHT, PLACEHOLDERS, WRONG)
 
 

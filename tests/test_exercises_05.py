@@ -1,8 +1,13 @@
 """Notebook 05's exercise checks: the solution is right, the placeholder is not done, and the
 mistakes learners make are caught with their hint, in English and in Chinese."""
 
+import contextlib
+import math
+
+import numpy as np
 import pytest
 import torch
+from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from tests.exercise_cases import assert_right, assert_todo, assert_wrong
@@ -77,6 +82,80 @@ def train_epoch_without_step(model, loader, loss_fn, optimizer):
     return total / len(loader)
 
 
+def train_epoch_reading_the_loader(model, loader, loss_fn, optimizer):
+    # Issue 44, case 5: raised when the check passed a list of batches, not a DataLoader.
+    batches = math.ceil(len(loader.dataset) / loader.batch_size)
+    losses = []
+    for X in loader:
+        X = X.to("cpu", non_blocking=True)
+        optimizer.zero_grad()
+        loss = loss_fn(model(X), (X[:, 0] > 0).long())
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return sum(losses) / batches
+
+
+def train_epoch_to_the_models_device(model, loader, loss_fn, optimizer):
+    where = next(model.parameters()).device
+    total = torch.zeros(())
+    for X in loader:
+        optimizer.zero_grad()
+        X = X.to(where)
+        loss = loss_fn(model(X), (X[:, 0] > 0).long())
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total / len(loader)  # a 0-dim tensor without a graph is a number too
+
+
+def train_epoch_numpy_mean(model, loader, loss_fn, optimizer):
+    losses = []
+    for X in loader:
+        X = X.to(torch.device("cpu"))
+        y = (X[:, 0] > 0).long()
+        optimizer.zero_grad(set_to_none=False)
+        loss = loss_fn(model(X), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return np.mean(losses)
+
+
+def train_epoch_through_module(model, loader, loss_fn, optimizer):
+    # Issue 44, case 10: bypasses the wrapper, which on a CPU gives the same numbers.
+    net = model.module if isinstance(model, torch.nn.DataParallel) else model
+    total = 0.0
+    for X in loader:
+        X = X.to("cpu")
+        optimizer.zero_grad()
+        loss = loss_fn(net(X), (X[:, 0] > 0).long())
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(loader)
+
+
+def train_epoch_not_moving(model, loader, loss_fn, optimizer):
+    # Issue 44, case 10: forgets `X = X.to(device)`, which only a GPU would show.
+    total = 0.0
+    for X in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(X), (X[:, 0] > 0).long())
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(loader)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [train_epoch_reading_the_loader, train_epoch_to_the_models_device, train_epoch_numpy_mean],
+)
+def test_train_epoch_other_right_answers(answer):
+    assert_right(ex.q1, answer, torch.device("cpu"))
+
+
 def test_train_epoch_solution_is_right_and_placeholder_is_todo():
     assert_right(ex.q1, train_epoch, torch.device("cpu"))
     assert_right(ex.q1, train_epoch, None)
@@ -108,8 +187,10 @@ def test_train_epoch_is_judged_on_the_gpu_it_names():
         (train_epoch_without_zero_grad, "`backward()` adds to `.grad`", "`backward()` 会累加"),
         (train_epoch_returning_sum, "sum of the batches' losses", "各批量损失之和"),
         (train_epoch_returning_last, "last batch only", "最后一个批量"),
-        (train_epoch_adding_tensors, "carries autograd's graph", "autograd 计算图"),
+        (train_epoch_adding_tensors, "carries autograd's graph", "自动求导计算图"),
         (train_epoch_without_step, "parameters did not change", "参数没有变化"),
+        (train_epoch_through_module, "calling its `.module` skips the wrapper", "绕过包装"),
+        (train_epoch_not_moving, "of the 5 batches were moved", "批量移到 `device` 上"),
     ],
 )
 def test_train_epoch_mistakes_get_their_hint(answer, en, zh):
@@ -168,6 +249,45 @@ def accumulate_clearing_between(model, loss_fn, X, y, micro_batches):
             (loss_fn(model(X_micro), y_micro) / micro_batches).backward()
     model.zero_grad()
     (loss_fn(model(pieces[-1][0]), pieces[-1][1]) / micro_batches).backward()
+
+
+def accumulate_by_index(model, loss_fn, X, y, micro_batches):
+    k = len(X) // micro_batches
+    for i in range(micro_batches):
+        part = slice(i * k, (i + 1) * k)
+        last = i == micro_batches - 1
+        with contextlib.nullcontext() if last else model.no_sync():
+            loss = loss_fn(model(X[part]), y[part]) * k / len(X)
+            loss.backward()
+
+
+def accumulate_with_exit_stack(model, loss_fn, X, y, micro_batches):
+    k = len(X) // micro_batches
+    pieces = list(zip(X.split(k), y.split(k), strict=True))
+    for i, (X_micro, y_micro) in enumerate(pieces):
+        with contextlib.ExitStack() as stack:
+            if i + 1 < len(pieces):
+                stack.enter_context(model.no_sync())
+            out = model(X_micro)
+            (loss_fn(out, y_micro) / len(pieces)).backward()
+
+
+def accumulate_summed_losses(model, loss_fn, X, y, micro_batches):
+    chunks = list(zip(X.chunk(micro_batches), y.chunk(micro_batches), strict=True))
+    with model.no_sync():
+        for X_micro, y_micro in chunks[:-1]:
+            nn.functional.cross_entropy(model(X_micro), y_micro, reduction="sum").div(
+                len(X)
+            ).backward()
+    X_micro, y_micro = chunks[-1]
+    nn.functional.cross_entropy(model(X_micro), y_micro, reduction="sum").div(len(X)).backward()
+
+
+@pytest.mark.parametrize(
+    "answer", [accumulate_by_index, accumulate_with_exit_stack, accumulate_summed_losses]
+)
+def test_accumulation_other_right_answers(answer):
+    assert_right(ex.q2, answer)
 
 
 def test_accumulation_solution_is_right_and_placeholder_is_todo():
@@ -231,6 +351,39 @@ def accuracy_of_share(model, test_set, rank, world_size):
 @torch.no_grad()
 def count_ignoring_rank(model, test_set, rank, world_size):
     return count_correct(model, test_set, 0, 1)
+
+
+@torch.no_grad()
+def count_in_blocks(model, test_set, rank, world_size):
+    block = np.array_split(np.arange(len(test_set)), world_size)[rank]
+    X, y = test_set[block.tolist()]
+    return (int((model(X).argmax(1) == y).sum()), len(block))
+
+
+@torch.no_grad()
+def count_by_hand(model, test_set, rank, world_size):
+    correct = seen = 0
+    for i in range(rank, len(test_set), world_size):
+        X, y = test_set[i]
+        correct += int(model(X[None]).argmax(1).item() == y.item())
+        seen += 1
+    return np.array([correct, seen])
+
+
+@torch.no_grad()
+def count_with_padding_removed(model, test_set, rank, world_size):
+    indices = list(DistributedSampler(test_set, world_size, rank, shuffle=False))
+    indices = [i for n, i in enumerate(indices) if n * world_size + rank < len(test_set)]
+    X, y = test_set[indices]
+    return torch.tensor([(model(X).argmax(1) == y).sum(), len(indices)])
+
+
+@pytest.mark.parametrize(
+    "dealt", [DEALT, {True: 9, False: 12}, {False: np.int64(12), True: torch.tensor(9)}]
+)
+@pytest.mark.parametrize("answer", [count_in_blocks, count_by_hand, count_with_padding_removed])
+def test_count_correct_other_right_answers(answer, dealt):
+    assert_right(ex.q3, answer, dealt)
 
 
 def test_count_correct_solution_is_right_and_placeholder_is_todo():

@@ -21,8 +21,9 @@ The checks speak the notebook's language: Chinese for a notebook run from a fold
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ MESSAGES = {
     },
     "todo": {
         "en": "… Exercise {n}: not done yet: replace the ... in the answer cell with your answer.",
-        "zh": "… 练习 {n}：还没做：把答案单元格里的 ... 换成你的答案。",
+        "zh": "… 练习 {n}：还没做。请把答案单元格里的 ... 换成你的答案。",
     },
     "raised": {
         "en": "✗ Exercise {n}: your answer raised {error}. Hint: {hint}",
@@ -74,6 +75,28 @@ def _is_placeholder(value: Any) -> bool:
     return value is Ellipsis
 
 
+@contextlib.contextmanager
+def kept_generators() -> Iterator[None]:
+    """Run the block on forked generators: the CPU's and, where there is an accelerator (CUDA,
+    MPS, XPU), every one of its devices', so that seeding inside (``torch.manual_seed`` seeds
+    them all) leaves the learner's random numbers as they were."""
+    devices: list[int] = []
+    device_type = None
+    if torch.accelerator.is_available():
+        accelerator = torch.accelerator.current_accelerator()
+        if accelerator is not None:
+            device_type = accelerator.type
+            devices = list(range(torch.accelerator.device_count()))
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(torch.random.fork_rng(devices=devices, device_type=device_type))
+        except RuntimeError:
+            # The accelerator's generator cannot be read (a backend this build of torch lacks,
+            # as under a test's stand-in for MPS); torch.manual_seed cannot seed it either.
+            stack.enter_context(torch.random.fork_rng(devices=[]))
+        yield
+
+
 @dataclass(frozen=True)
 class Exercise:
     """One exercise: its number in the lesson and a judge that raises :class:`Wrong`."""
@@ -85,6 +108,9 @@ class Exercise:
         "run your answer on a small input and read the error; the question says what to return.",
         "用一个小输入运行你的答案并读一读报错；题目写明了要返回什么。",
     )
+    # Whether the judge reads the learner's global CPU generator as the answer left it (passed
+    # as ``global_state=``, read before the check forks and seeds its own).
+    global_state: bool = False
 
     def outcome(self, *answers: Any, lang: str | None = None) -> tuple[str, str]:
         """``(status, message)`` with status ``right``, ``wrong``, ``todo`` or ``raised``."""
@@ -93,12 +119,13 @@ class Exercise:
         try:
             if any(_is_placeholder(a) for a in answers):
                 raise NotDone
+            extra = {"global_state": torch.get_rng_state()} if self.global_state else {}
             # A judge builds layers and loaders, which draw from PyTorch's global generator: it
-            # runs on a forked CPU generator, seeded, so a check gives the same verdict on every
-            # run and leaves the learner's later random numbers (and stored outputs) alone.
-            with torch.random.fork_rng(devices=[]):
+            # runs on forked generators, seeded, so a check gives the same verdict on every run
+            # and leaves the learner's later random numbers (and stored outputs) alone.
+            with kept_generators():
                 torch.manual_seed(0)
-                self.judge(*answers)
+                self.judge(*answers, **extra)
         except NotDone:
             return "todo", MESSAGES["todo"][lang].format(n=n)
         except Wrong as wrong:
@@ -121,10 +148,10 @@ class Exercise:
             raise AssertionError(message)
 
 
-def exercise(number: int) -> Callable[[Callable[..., None]], Exercise]:
+def exercise(number: int, global_state: bool = False) -> Callable[[Callable[..., None]], Exercise]:
     """Decorator: turn a judge function into the lesson's :class:`Exercise` ``number``."""
 
     def wrap(judge: Callable[..., None]) -> Exercise:
-        return Exercise(number, judge)
+        return Exercise(number, judge, global_state=global_state)
 
     return wrap

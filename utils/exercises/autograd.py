@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -73,7 +74,7 @@ def q1(x, by_hand) -> None:
             "`x.grad` 不是 g'(x)。看看你对什么调用了 backward()：应该是 "
             "g(x) = x * torch.sin(x) 求和得到的那个数。",
         )
-    hand = tensor("by_hand", by_hand, (5,))
+    hand = tensor("by_hand", by_hand, (5,), numpy_ok=True)
     if not torch.allclose(hand, expected, atol=1e-5):
         if torch.allclose(hand, points * torch.cos(points), atol=1e-5) or torch.allclose(
             hand, torch.cos(points), atol=1e-5
@@ -114,7 +115,7 @@ def q2(A, x, v, predicted, J) -> None:
         raise Wrong(
             "`predicted` is not what backward stores: x_j's gradient is the sum over i of "
             "v_i times dy_i/dx_j. Which entry of A is dy_i/dx_j?",
-            "`predicted` 不是 backward 存入的值。x_j 的梯度是对 i 求和 v_i 乘以 dy_i/dx_j。"
+            "`predicted` 不是 backward 存入的值。x_j 的梯度是 v_i 与 dy_i/dx_j 之积对 i 求和。"
             "dy_i/dx_j 是 A 的哪个元素？",
         )
     grad = _gradient("x", x, expected, "A^T v")
@@ -131,13 +132,13 @@ def q2(A, x, v, predicted, J) -> None:
             "`x.grad` 不是 y = A @ x 时 y.backward(gradient=v) 存入的值。"
             "看看你对哪个张量调用了 backward()。",
         )
-    if isinstance(J, torch.Tensor) and tuple(J.shape) == (3, 2):
+    if isinstance(J, (torch.Tensor, np.ndarray)) and tuple(J.shape) == (3, 2):
         raise Wrong(
             "`J` has shape (3, 2): a Jacobian has one row per output y_i and one column per "
             "input x_j.",
             "`J` 的形状是 (3, 2)。雅可比矩阵每个输出 y_i 占一行，每个输入 x_j 占一列。",
         )
-    jacobian = tensor("J", J, (2, 3))
+    jacobian = tensor("J", J, (2, 3), numpy_ok=True)
     if not torch.allclose(jacobian, matrix, atol=1e-5):
         raise Wrong(
             "`J` is not the Jacobian of x -> A @ x: give torch.autograd.functional.jacobian "
@@ -251,12 +252,12 @@ def q3(model, trainable, before) -> None:
         )
 
 
-def _fit(fit_line: Callable[..., Any], *args: Any) -> tuple[float, float]:
+def _fit(fit_line: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, float]:
     """Run the learner's ``fit_line``; its (w, b) as floats, or Wrong for a known mistake."""
     with warnings.catch_warnings():  # .grad of a non-leaf warns; the hint below says more
         warnings.simplefilter("ignore")
         try:
-            result = fit_line(*args)
+            result = fit_line(*args, **kwargs)
         except RuntimeError as err:
             if "leaf Variable" in str(err):
                 raise Wrong(
@@ -306,15 +307,17 @@ def _line(slope: float, intercept: float) -> tuple[torch.Tensor, torch.Tensor]:
     return X, slope * X + intercept + 0.05 * noise
 
 
-def _descend(X: torch.Tensor, y: torch.Tensor, steps: int, clear: bool) -> tuple[float, float]:
-    """Plain gradient descent on the mean squared error from w = b = 0, lr = 0.5."""
+def _descend(
+    X: torch.Tensor, y: torch.Tensor, steps: int, clear: bool, lr: float = 0.5
+) -> tuple[float, float]:
+    """Plain gradient descent on the mean squared error from w = b = 0."""
     w = torch.zeros(1, requires_grad=True)
     b = torch.zeros(1, requires_grad=True)
     for _ in range(steps):
         ((w * X + b - y) ** 2).mean().backward()
         with torch.no_grad():
-            w -= 0.5 * w.grad
-            b -= 0.5 * b.grad
+            w -= lr * w.grad
+            b -= lr * b.grad
         if clear:
             w.grad = b.grad = None
     return w.item(), b.item()
@@ -381,4 +384,55 @@ def q4(fit_line) -> None:
             f"对直线 {slope:g}x + {intercept:g}，fit_line 返回 ({w:.2f}, {b:.2f})。"
             "每隔几轮打印一次损失。从 w = b = 0 开始，每一轮计算均方误差、"
             "backward()、更新参数、清空梯度。",
+        )
+    _uses_lr_and_num_epochs(fit_line)
+
+
+def _uses_lr_and_num_epochs(fit_line: Callable[..., Any]) -> None:
+    """:class:`Wrong` unless ``fit_line`` run with other ``lr`` and ``num_epochs`` ends where
+    that many plain gradient-descent steps of that size end: a closed-form fit, or a loop
+    that ignores either argument, recovers the line but is not what the question asks."""
+    X, y = _line(2.0, 1.0)
+    defaults = _fit(fit_line, X, y)
+    for lr, epochs in ((0.02, 5), (0.3, 7)):  # 200 steps at lr 0.02 are far from the fit
+        try:
+            got = _fit(fit_line, X, y, lr=lr, num_epochs=epochs)
+        except TypeError as err:
+            if "argument" not in str(err):
+                raise
+            raise Wrong(
+                "`fit_line` should take `lr` and `num_epochs` as the question writes it: "
+                "`fit_line(X, y, lr=0.5, num_epochs=200)`.",
+                "`fit_line` 应按题目写的那样接受 `lr` 和 `num_epochs`："
+                "`fit_line(X, y, lr=0.5, num_epochs=200)`。",
+            ) from None
+        want = _descend(X, y, epochs, clear=True, lr=lr)
+        if _near(got, want, 1e-4):
+            continue
+        call = f"fit_line(X, y, lr={lr}, num_epochs={epochs})"
+        if _near(got, defaults, 1e-3):
+            raise Wrong(
+                f"`{call}` returns the same (w, b) as with the defaults: the fit must come "
+                "from `num_epochs` gradient-descent steps of size `lr` from w = b = 0, so "
+                "other values of them give another (w, b).",
+                f"`{call}` 返回的 (w, b) 与默认参数时相同。拟合结果应来自从 w = b = 0 开始、"
+                "步长为 `lr` 的 `num_epochs` 步梯度下降，换了这两个值，(w, b) 也应不同。",
+            )
+        if _near(got, _descend(X, y, epochs, clear=True), 1e-4):
+            raise Wrong(
+                f"`{call}` takes steps of size 0.5, not `lr`: use the argument `lr` in the update.",
+                f"`{call}` 的步长是 0.5，而不是 `lr`。在更新中使用参数 `lr`。",
+            )
+        if _near(got, _descend(X, y, 200, clear=True, lr=lr), 1e-4):
+            raise Wrong(
+                f"`{call}` takes 200 steps, not `num_epochs`: loop `num_epochs` times.",
+                f"`{call}` 走了 200 步，而不是 `num_epochs` 步。循环 `num_epochs` 次。",
+            )
+        raise Wrong(
+            f"`{call}` returns ({got[0]:.4f}, {got[1]:.4f}); {epochs} gradient-descent steps of "
+            f"size {lr} from w = b = 0 end at ({want[0]:.4f}, {want[1]:.4f}). Each epoch: the "
+            "mean squared error, backward(), w -= lr * w.grad (and b), clear the gradients.",
+            f"`{call}` 返回 ({got[0]:.4f}, {got[1]:.4f})；从 w = b = 0 开始、步长 {lr} 的 "
+            f"{epochs} 步梯度下降结束于 ({want[0]:.4f}, {want[1]:.4f})。每一轮计算均方误差、"
+            "backward()、w -= lr * w.grad（b 也一样）、清空梯度。",
         )

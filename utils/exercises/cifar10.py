@@ -39,6 +39,12 @@ def q1(most_frequent, chance_acc, train_labels, test_labels) -> None:
             f"`most_frequent` 是类别名 {most_frequent!r}；请给出类别的索引（0 到 9），"
             "也就是标签和网络预测所用的那个数。",
         )
+    if (
+        isinstance(most_frequent, numbers.Real)
+        and not isinstance(most_frequent, (bool, numbers.Integral))
+        and float(most_frequent).is_integer()
+    ):
+        most_frequent = int(most_frequent)  # 4.0 names class 4 as well as 4 does
     if isinstance(most_frequent, bool) or not isinstance(most_frequent, numbers.Integral):
         raise Wrong(
             f"`most_frequent` should be one class index (an int); it is a "
@@ -197,6 +203,67 @@ def q2(widened_lenet) -> None:
                 "不符。只改通道数，LeNet 的其余部分保持不变："
                 "5 x 5 卷积核、池化，以及 120、84、10 个单元的全连接层。",
             )
+        _computes_as_lenet(net, c1, c2, X, out)
+
+
+def _lenet(c1: int, c2: int) -> nn.Sequential:
+    """The lesson's ``lenet()`` with ``c1`` and ``c2`` channels: the reference network."""
+    return nn.Sequential(
+        nn.Conv2d(3, c1, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(c1, c2, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(c2 * 5 * 5, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, 10),
+    )
+
+
+def _computes_as_lenet(
+    net: nn.Module, c1: int, c2: int, X: torch.Tensor, out: torch.Tensor
+) -> None:
+    """:class:`Wrong` unless ``net`` gives the scores of LeNet with the same weights: its
+    layers' weights are copied into the reference, in order, and both score ``X``."""
+    reference = _lenet(c1, c2)
+    theirs = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    ours = [m for m in reference.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    shapes = [(m.weight.shape, None if m.bias is None else m.bias.shape) for m in theirs]
+    kinds = [type(m).__name__ for m in net.modules() if not list(m.children())]
+    if shapes != [(m.weight.shape, m.bias.shape) for m in ours]:
+        raise Wrong(
+            f"the layers with weights of `widened_lenet({c1}, {c2})` are not LeNet's, in "
+            f"LeNet's order ({', '.join(kinds)}): change only the two convolutions' channels "
+            "and the first linear layer's inputs.",
+            f"`widened_lenet({c1}, {c2})` 中带权重的层与 LeNet 的不同，或顺序不同"
+            f"（{'、'.join(kinds)}）。只改两个卷积层的通道数和第一个全连接层的输入数。",
+        )
+    with torch.no_grad():
+        for mine, model in zip(ours, theirs, strict=True):
+            mine.weight.copy_(model.weight.detach().cpu())
+            mine.bias.copy_(model.bias.detach().cpu())
+        want = reference(X)
+    if torch.allclose(out.detach().cpu(), want, atol=1e-5):
+        return
+    if kinds and kinds[-1] in ("Softmax", "LogSoftmax", "Sigmoid"):
+        raise Wrong(
+            f"`widened_lenet({c1}, {c2})` ends in {kinds[-1]}: LeNet returns the last linear "
+            "layer's raw scores, and nn.CrossEntropyLoss applies the softmax itself.",
+            f"`widened_lenet({c1}, {c2})` 的最后一层是 {kinds[-1]}。LeNet 直接返回最后一个"
+            "全连接层的原始分数，nn.CrossEntropyLoss 会自己计算 softmax。",
+        )
+    raise Wrong(
+        f"with LeNet's weights copied in, `widened_lenet({c1}, {c2})` gives other scores than "
+        f"LeNet: its layers are {', '.join(kinds)}. Keep everything but the channels as in "
+        "`lenet()`: a ReLU after each convolution and hidden linear layer, 2 x 2 max-pooling.",
+        f"把 LeNet 的权重复制进去后，`widened_lenet({c1}, {c2})` 给出的分数与 LeNet 不同。"
+        f"它的层依次是 {'、'.join(kinds)}。除通道数外，一切都应与 `lenet()` 相同："
+        "每个卷积层和隐藏全连接层之后有 ReLU，池化是 2 x 2 最大池化。",
+    )
 
 
 def _optimizer(adamw) -> None:
@@ -254,6 +321,14 @@ def _schedule(one_cycle_to_003) -> None:
             "`optimizer`.",
             "这个调度器驱动的不是传进来的那个优化器：请在 `optimizer` 上构造它。",
         )
+    cycle = isinstance(scheduler, torch.optim.lr_scheduler.OneCycleLR)
+    if cycle and scheduler.total_steps != steps:
+        raise Wrong(
+            f"the schedule lasts {scheduler.total_steps} steps, not `steps` ({steps}): give "
+            "OneCycleLR total_steps=steps, so that it ends when training does.",
+            f"这个调度持续 {scheduler.total_steps} 步，而不是 `steps`（{steps}）步。"
+            "给 OneCycleLR 传入 total_steps=steps，让它与训练同时结束。",
+        )
     lrs = []
     for _ in range(steps):  # as train_briefly does: one scheduler step per optimizer step
         lrs.append(optimizer.param_groups[0]["lr"])
@@ -272,6 +347,9 @@ def _schedule(one_cycle_to_003) -> None:
             "it up from a small value to the peak, then anneals it.",
             "学习率一开始就是最大值；单周期学习率调度先把它从一个小值升到峰值，再逐渐降下来。",
         )
+    # OneCycleLR says its peak, max_lr; the 20 steps sampled here can fall beside it (with
+    # pct_start=0.33 the highest sampled rate is 0.0299).
+    peak = optimizer.param_groups[0]["max_lr"] if cycle else peak
     if not math.isclose(peak, 0.03, rel_tol=1e-3):
         raise Wrong(
             f"the learning rate peaks at {peak:.3g}; read again which peak the question asks for.",

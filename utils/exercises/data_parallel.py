@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from . import NotDone, Wrong, exercise
@@ -62,7 +63,7 @@ def _number(value, name: str) -> float:
             raise Wrong(
                 f"`{name}` is a tensor that still carries autograd's graph: adding up loss "
                 "tensors keeps every batch's graph in memory. Add up numbers (`loss.item()`).",
-                f"`{name}` 是一个仍带着 autograd 计算图的张量：把损失张量直接相加，"
+                f"`{name}` 是一个仍带着自动求导计算图的张量：把损失张量直接相加，"
                 "每个批量的计算图都会留在内存里。请累加数值（`loss.item()`）。",
             )
         return float(value.item())
@@ -74,18 +75,38 @@ def _number(value, name: str) -> float:
     return float(value)
 
 
+class _Moves(TorchFunctionMode):
+    """Counts the calls that move a tensor of the batches' shape (``.to(...)``, ``.cuda()``,
+    ``.xpu()``) while an answer runs: on the CPU a batch not moved to ``device`` works the
+    same, so what the answer calls is the only sign of it."""
+
+    def __init__(self, batch_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.batch_shape, self.count = batch_shape, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        moved = (torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.xpu)
+        if func in moved and args and tuple(args[0].shape) == self.batch_shape:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
 @exercise(1)
 def q1(train_epoch, device=None) -> None:
     device = torch.device(device) if device is not None else torch.device("cpu")
     g = torch.Generator().manual_seed(1)
-    batches = list(DataLoader(torch.randn(40, 5, generator=g), batch_size=8))  # 5 batches
+    # A real DataLoader, as in the lesson (an answer may read its .dataset or .batch_size); no
+    # shuffling, so every pass gives the same 5 batches.
+    batches = DataLoader(torch.randn(40, 5, generator=g), batch_size=8)
     start = _tiny_linear(5, 2, seed=2)
     reference = copy.deepcopy(start)
     losses = _plain_epoch(reference, batches, lr=0.5)
 
     model = copy.deepcopy(start).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    result = train_epoch(model, batches, nn.CrossEntropyLoss(), optimizer)
+    moves = _Moves(batch_shape=(batches.batch_size, 5))
+    with moves:
+        result = train_epoch(model, batches, nn.CrossEntropyLoss(), optimizer)
     if result is None and _same_parameters(model, start):
         raise NotDone  # the placeholder: nothing trained, nothing returned
     if not _same_parameters(model, reference):
@@ -134,6 +155,16 @@ def q1(train_epoch, device=None) -> None:
             f"它返回了 {value:.4g}，这不是各批量损失的平均值。",
         )
 
+    if moves.count < len(batches):
+        raise Wrong(
+            f"{moves.count} of the {len(batches)} batches were moved with `.to(...)`: the "
+            "question asks to move each batch to `device`. Here the model is on the CPU and "
+            "it works; on a GPU the model is there and a batch left on the CPU fails.",
+            f"{len(batches)} 个批量中只有 {moves.count} 个用 `.to(...)` 移动过。题目要求把每个"
+            "批量移到 `device` 上。这里模型在 CPU 上，所以能运行；在 GPU 上模型在 GPU 里，"
+            "留在 CPU 上的批量会出错。",
+        )
+
     # Where CUDA is available, DataParallel puts the module on a GPU whatever `device` says; a
     # function written for a CPU model there would be judged on data it never asked for. So the
     # wrapper is checked on a CUDA device, or where there is none (forward calls the module).
@@ -143,7 +174,18 @@ def q1(train_epoch, device=None) -> None:
         return
     else:
         wrapped = nn.DataParallel(copy.deepcopy(start).to(device))
+    through = []  # one entry per call of the wrapper itself, not of its .module
+    wrapped.register_forward_pre_hook(lambda module, args: through.append(1))
     train_epoch(wrapped, batches, nn.CrossEntropyLoss(), torch.optim.SGD(wrapped.parameters(), 0.5))
+    if len(through) < len(batches):
+        raise Wrong(
+            f"a model wrapped in `nn.DataParallel` was called {len(through)} time(s) for "
+            f"{len(batches)} batches: calling its `.module` skips the wrapper, so on several "
+            "GPUs one would do all the work. Call `model(X)` whatever the model is.",
+            f"{len(batches)} 个批量，用 `nn.DataParallel` 包装的模型只被调用了 {len(through)} 次。"
+            "调用它的 `.module` 会绕过包装，多个 GPU 时只有一个在工作。不论是什么模型，都调用 "
+            "`model(X)`。",
+        )
     if not _same_parameters(wrapped.module, reference):
         raise Wrong(
             "a model wrapped in `nn.DataParallel` ends with other parameters than the plain "
@@ -290,7 +332,7 @@ def q3(count_correct, dealt) -> None:
                     "each rank should return its two counts `[correct, seen]`, not "
                     f"{part.numel()} number(s): accuracies of shares of different sizes "
                     "do not add up, counts do.",
-                    f"每个进程应返回两个计数 `[correct, seen]`，而不是 {part.numel()} 个数："
+                    f"每个 rank 应返回两个计数 `[correct, seen]`，而不是 {part.numel()} 个数："
                     "大小不同的各份的准确率不能相加，计数可以。",
                 )
             parts.append(part)
@@ -300,8 +342,8 @@ def q3(count_correct, dealt) -> None:
                 f"on {world_size} ranks the shares hold {seen} images of {n}: some are counted "
                 "twice. Each image must belong to exactly one rank's share (what does "
                 "DistributedSampler do to make the shares equal?).",
-                f"{world_size} 个进程的各份加起来有 {seen} 张图像，而测试集只有 {n} 张：有的被数了"
-                "两次。每张图像必须恰好属于一个进程"
+                f"{world_size} 个 rank 的各份加起来有 {seen} 张图像，而测试集只有 {n} 张："
+                "有的被数了两次。每张图像必须恰好属于一个 rank"
                 "（DistributedSampler 为了让各份一样大做了什么？）。",
             )
         if seen < n:
@@ -309,8 +351,8 @@ def q3(count_correct, dealt) -> None:
                 f"on {world_size} ranks the shares hold {seen} images of {n}: some are never "
                 "counted. When the length is not a multiple of world_size, the last images "
                 "must still go to some rank.",
-                f"{world_size} 个进程的各份加起来只有 {seen} 张图像，而测试集有 {n} 张：有的从未被"
-                "数到。长度不是 world_size 的整数倍时，最后几张图像也必须分给某个进程。",
+                f"{world_size} 个 rank 的各份加起来只有 {seen} 张图像，而测试集有 {n} 张："
+                "有的从未被数到。长度不是 world_size 的整数倍时，最后几张图像也必须分给某个 rank。",
             )
         if correct != whole:
             raise Wrong(
@@ -356,6 +398,6 @@ def _judge_dealt(dealt) -> None:
     raise Wrong(
         f"DistributedSampler deals other numbers than {dealt}: build it for 10 images on 3 "
         "ranks, with drop_last False and True, and count.",
-        f"DistributedSampler 分出的数不是 {dealt}：为 10 张图像、3 个进程构造它，"
+        f"DistributedSampler 分出的数不是 {dealt}。请为 10 张图像、3 个 rank 构造它，"
         "分别取 drop_last 为 False 和 True，数一数。",
     )

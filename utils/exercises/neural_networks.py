@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
@@ -201,6 +203,41 @@ def q3(digit, features, padded) -> None:
         )
 
 
+def _scores_its_input(clf: nn.Module, images: torch.Tensor, scores: torch.Tensor) -> None:
+    """:class:`Wrong` unless ``clf`` computes its scores from the images it is given: on
+    images drawn now, which no answer can know in advance, it gives 10 scores each and other
+    scores than on ``X4``, and it scores each image of ``X4`` alone as in the batch."""
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+    fresh = torch.randn(3, *images.shape[1:], generator=g)
+    with torch.no_grad():
+        on_fresh = clf(fresh).detach().cpu()
+        alone = torch.cat([clf(images[i : i + 1]).detach().cpu() for i in range(len(images))])
+    if tuple(on_fresh.shape) != (3, 10):
+        raise Wrong(
+            f"for 3 new images clf gives shape {tuple(on_fresh.shape)}, not (3, 10): a network "
+            "gives 10 scores for each image it is given, whatever the batch. Train a LeNet; do "
+            "not write its outputs yourself.",
+            f"对 3 张新图像，clf 给出的形状是 {tuple(on_fresh.shape)}，不是 (3, 10)。"
+            "网络对传给它的每张图像各给出 10 个分数，与批量无关。"
+            "要训练一个 LeNet，不要自己写出它的输出。",
+        )
+    if torch.allclose(on_fresh, scores[:3], atol=1e-6) or torch.allclose(
+        on_fresh, on_fresh[:1].expand_as(on_fresh), atol=1e-6
+    ):
+        raise Wrong(
+            "clf gives the same scores whatever images it is given: its scores must come from "
+            "the images, through the layers of a trained LeNet.",
+            "不管传入什么图像，clf 给出的分数都一样。分数必须由图像经过训练好的 LeNet 各层算出。",
+        )
+    if not torch.allclose(alone, scores, atol=1e-4):
+        raise Wrong(
+            "clf scores an image of X4 differently alone than in the batch of four: it should "
+            "compute each image's scores from that image (a trained LeNet), not recognise X4.",
+            "clf 单独给 X4 中一张图像打的分，与在四张一批时不同。"
+            "它应根据每张图像本身算出分数（一个训练好的 LeNet），而不是认出 X4。",
+        )
+
+
 @exercise(4)
 def q4(clf, X4, labels) -> None:
     if not isinstance(clf, nn.Module):
@@ -218,6 +255,7 @@ def q4(clf, X4, labels) -> None:
             f"clf(X4) 的形状是 {tuple(scores.shape)}；"
             "LeNet 对每张图像给出 10 个分数，应为 (4, 10)。",
         )
+    _scores_its_input(clf, images, scores)
     if (scores >= 0).all() and torch.allclose(scores.sum(dim=1), torch.ones(4), atol=1e-4):
         raise Wrong(
             "clf's outputs are probabilities: nn.CrossEntropyLoss takes raw scores and computes "

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import dis
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.weak import WeakIdKeyDictionary
 
 from . import NotDone, Wrong, exercise
+from ._answers import truth
 
 
 def _a(value: Any) -> str:
@@ -21,8 +26,11 @@ def _a(value: Any) -> str:
     return f"{'an' if kind[0] in 'aeiouAEIOU' else 'a'} {kind}"
 
 
-def _tensor(name: str, answer: Any) -> torch.Tensor:
-    """``answer`` on the CPU, detached, or :class:`Wrong` if it is no tensor."""
+def _tensor(name: str, answer: Any, numpy_ok: bool = False) -> torch.Tensor:
+    """``answer`` on the CPU, detached, or :class:`Wrong` if it is no tensor (a NumPy array
+    of numbers passes too with ``numpy_ok``: where the question asks for numbers, not a type)."""
+    if numpy_ok and isinstance(answer, np.ndarray) and answer.dtype.kind in "biuf":
+        return torch.from_numpy(np.array(answer, dtype=np.float64))
     if not isinstance(answer, torch.Tensor):
         raise Wrong(
             f"`{name}` should be a tensor; it is {_a(answer)}.",
@@ -33,12 +41,12 @@ def _tensor(name: str, answer: Any) -> torch.Tensor:
 
 @exercise(1)
 def q1(centred_cols, centred_rows) -> None:
-    X = torch.arange(12.0).reshape(4, 3)
+    X = torch.arange(12.0, dtype=torch.float64).reshape(4, 3)
     for name, answer, dim, other in (
         ("centred_cols", centred_cols, 0, "columns"),
         ("centred_rows", centred_rows, 1, "rows"),
     ):
-        answer = _tensor(name, answer)
+        answer = _tensor(name, answer, numpy_ok=True).double()
         if answer.shape != X.shape:
             raise Wrong(
                 f"`{name}` has shape {tuple(answer.shape)}; subtracting means keeps X's shape "
@@ -47,7 +55,7 @@ def q1(centred_cols, centred_rows) -> None:
                 "看看均值的形状，以及它从右边起如何与 X 对齐。",
             )
         sums = answer.sum(dim=dim)
-        if not torch.allclose(sums, torch.zeros_like(sums)):
+        if not torch.allclose(sums, torch.zeros_like(sums), atol=1e-5):
             zh_other = "每一列" if dim == 0 else "每一行"
             raise Wrong(
                 f"each of the {other} of `{name}` should sum to 0; they sum to {sums.tolist()}. "
@@ -56,7 +64,7 @@ def q1(centred_cols, centred_rows) -> None:
                 "你的 `mean` 归约的是哪一维？",
             )
         shift = answer - X  # one number per column (or row) when only a mean was subtracted
-        if not torch.allclose(shift, shift[:1] if dim == 0 else shift[:, :1]):
+        if not torch.allclose(shift, shift[:1] if dim == 0 else shift[:, :1], atol=1e-5):
             raise Wrong(
                 f"`{name}` should be X minus one number per {other[:-1]}; "
                 "subtract the mean, do not rescale.",
@@ -103,7 +111,7 @@ def q2(X, shares_memory) -> None:
                 "`X` holds the right numbers in the wrong places: X[n, c, h, w] should be "
                 "colour c of pixel (h, w) of image n. Changing the shape alone does not move "
                 "the numbers; compare X[0, :, 0, 1] with images[0, 0, 1].",
-                "`X` 里的数对了，位置却不对。X[n, c, h, w] 应是图像 n 中像素 (h, w) 的颜色 c。"
+                "`X` 里的数对了，位置却不对。X[n, c, h, w] 应是图像 n 中像素 (h, w) 的颜色通道 c。"
                 "只改形状不会移动这些数；比较一下 X[0, :, 0, 1] 和 images[0, 0, 1]。",
             )
         raise Wrong(
@@ -113,12 +121,7 @@ def q2(X, shares_memory) -> None:
             "每个值应是该像素的 uint8 值缩放到 [0, 1]，"
             "0 仍是 0，255 变为 1。",
         )
-    if not isinstance(shares_memory, bool | np.bool_):
-        raise Wrong(
-            f"`shares_memory` should be True or False; it is {_a(shares_memory)}.",
-            f"`shares_memory` 应该是 True 或 False，现在是 {type(shares_memory).__name__}。",
-        )
-    if shares_memory:
+    if truth("shares_memory", shares_memory):
         raise Wrong(
             "`shares_memory` is not right: look at which of your steps return a view of the "
             "same memory and which make a new tensor.",
@@ -133,46 +136,50 @@ _NOT_ON_HOST = (
 )
 
 
-def _plain(t: torch.Tensor) -> torch.Tensor:
-    with torch._C.DisableTorchFunctionSubclass():
-        return t.as_subclass(torch.Tensor)
+class _OnAGPU(TorchFunctionMode):
+    """While active, the tensors it marks answer like tensors on a GPU where that matters to
+    ``to_numpy``: their device is ``cuda:0``, NumPy cannot read them, and ``.cpu()``,
+    ``.to("cpu")`` or ``.numpy(force=True)`` copy them to a plain CPU tensor; whatever else is
+    computed from them is marked too. They stay plain ``torch.Tensor`` objects (no subclass),
+    so an answer that checks ``type(t) is torch.Tensor`` is judged on what it does. It lets a
+    machine without a GPU tell a device-safe ``to_numpy`` from one that only works on the CPU."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked = WeakIdKeyDictionary()
 
-class _OnAGPU(torch.Tensor):
-    """A CPU tensor that answers like one on a GPU where that matters to ``to_numpy``: its
-    device is ``cuda:0``, NumPy cannot read it, and ``.cpu()``, ``.to("cpu")`` or
-    ``.numpy(force=True)`` copy it to a plain CPU tensor. It lets a machine without a GPU
-    tell a device-safe ``to_numpy`` from one that only works on the CPU."""
+    def mark(self, t: torch.Tensor) -> torch.Tensor:
+        self.marked[t] = True
+        return t
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        flat = tree_flatten((args, kwargs))[0]
+        if not any(isinstance(a, torch.Tensor) and a in self.marked for a in flat):
+            return func(*args, **kwargs)
         if func is torch.Tensor.numpy:
             if kwargs.get("force"):
-                return _plain(args[0]).numpy().copy()
+                return args[0].detach().numpy().copy()
             raise TypeError(_NOT_ON_HOST)
         if func is torch.Tensor.__array__:
             raise TypeError(_NOT_ON_HOST)
         if func is torch.Tensor.cpu:
-            return _plain(args[0]).clone()
+            return args[0].clone()  # a copy on the host; like .cpu(), autograd follows it
         if func is torch.Tensor.to:  # read its arguments as nn.Module.to does
             device, dtype, *_ = torch._C._nn._parse_to(*args[1:], **kwargs)
             if device is not None and device.type == "cpu":
-                return _plain(args[0]).to(dtype=dtype or args[0].dtype, copy=True)
+                return args[0].to(dtype=dtype or args[0].dtype, copy=True)
         if func == torch.Tensor.device.__get__:
             return torch.device("cuda", 0)
         if func == torch.Tensor.is_cuda.__get__:
             return True
-        return super().__torch_function__(func, types, args, kwargs)
-
-
-def _on_other_devices(t: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
-    """``t`` as a GPU tensor: the stand-in always, and on this machine's accelerator if any."""
-    copies = [("cuda:0", t.clone().as_subclass(_OnAGPU))]
-    if torch.accelerator.is_available():
-        accelerator = torch.accelerator.current_accelerator()
-        copies.append((str(accelerator), t.to(accelerator)))
-    return copies
+        if func is torch.Tensor.get_device:
+            return 0
+        result = func(*args, **kwargs)
+        for out in tree_flatten(result)[0]:
+            if isinstance(out, torch.Tensor):
+                self.mark(out)
+        return result
 
 
 def _does_nothing(function: Callable) -> bool:
@@ -189,13 +196,25 @@ def _does_nothing(function: Callable) -> bool:
     return True
 
 
-def _given() -> torch.Tensor:
-    """What the check hands ``to_numpy``, new each time (an answer may change its argument)."""
-    return torch.arange(6.0).reshape(2, 3)
+def _unforeseeable() -> torch.Generator:
+    """A private generator seeded from the operating system: what it draws, no answer knows."""
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
 
 
-def _an_array_of(result: Any, device: str) -> None:
-    """:class:`Wrong` unless ``result``, what ``to_numpy`` gave for ``_given()`` on ``device``,
+def _fresh_inputs() -> list[torch.Tensor]:
+    """Tensors ``to_numpy`` has never seen, drawn now from a private generator (so an answer
+    cannot know them in advance, and the learner's generators are not touched): CPU tensors of
+    floats, of whole numbers, and one that requires grad."""
+    g = _unforeseeable()
+    rows, cols = (int(n) for n in torch.randint(2, 6, (2,), generator=g))
+    floats = torch.randn(rows, cols, generator=g)
+    whole = torch.randint(-50, 50, (rows * cols,), generator=g)
+    learnt = torch.randn(cols, rows, generator=g).requires_grad_()
+    return [floats, whole, learnt]
+
+
+def _an_array_of(result: Any, given: torch.Tensor, device: str) -> None:
+    """:class:`Wrong` unless ``result``, what ``to_numpy`` gave for ``given`` on ``device``,
     is a NumPy array with its numbers."""
     on, zh_on = ("the CPU", "CPU") if device == "cpu" else (device, device)
     if result is None:
@@ -210,14 +229,15 @@ def _an_array_of(result: Any, device: str) -> None:
             f"`to_numpy` 对 {zh_on} 上的张量返回的是 {type(result).__name__}，"
             "不是 NumPy 数组（numpy.ndarray）。看看你最后一步返回的是什么类型。",
         )
-    expected = _given().numpy()
+    expected = given.detach().cpu().numpy()
     if result.shape != expected.shape or not np.array_equal(result, expected):
         raise Wrong(
-            f"for `torch.arange(6.0).reshape(2, 3)` on {on}, `to_numpy` returned "
-            f"`{result.tolist()}`: other numbers, or another shape. Convert the tensor, do not "
-            "change it.",
-            f"对 {zh_on} 上的 `torch.arange(6.0).reshape(2, 3)`，`to_numpy` 返回了 "
-            f"`{result.tolist()}`，数值或形状变了。只转换张量，不要改动它。",
+            f"for a tensor of shape {tuple(expected.shape)} on {on}, `to_numpy` returned an "
+            f"array of shape {result.shape} with other numbers or in another shape. Convert "
+            "the tensor it is given, do not change it (try it on a few tensors of your own).",
+            f"对 {zh_on} 上形状为 {tuple(expected.shape)} 的张量，`to_numpy` 返回了形状为 "
+            f"{result.shape} 的数组，数值或形状变了。只转换传进来的张量，不要改动它"
+            "（用你自己的几个张量试一试）。",
         )
 
 
@@ -231,12 +251,22 @@ def q3(to_numpy) -> None:
         )
     if _does_nothing(to_numpy):
         raise NotDone
-    _an_array_of(to_numpy(_given()), "cpu")
-    for device, on_device in _on_other_devices(_given()):
+    given = torch.randn(3, 2, dtype=torch.float64, generator=_unforeseeable())
+    on_devices = [("cuda:0", given.clone())]  # the stand-in, marked below
+    if torch.accelerator.is_available():
+        accelerator = torch.accelerator.current_accelerator()
+        on_devices.append((str(accelerator), given.to(accelerator)))
+    for device, on_device in on_devices:
         try:
             with warnings.catch_warnings():  # NumPy's warning about __array__ is not the point
                 warnings.simplefilter("ignore")
-                result = to_numpy(on_device)
+                if device == "cuda:0" and on_device.device.type == "cpu":
+                    stand_in = _OnAGPU()
+                    stand_in.mark(on_device)
+                    with stand_in:
+                        result = to_numpy(on_device)
+                else:
+                    result = to_numpy(on_device)
         except Exception as err:
             raise Wrong(
                 f"`to_numpy` works on the CPU but raises {type(err).__name__} for a tensor on "
@@ -245,7 +275,22 @@ def q3(to_numpy) -> None:
                 f"`to_numpy` 在 CPU 上可用，但对 {device} 上的张量抛出了 {type(err).__name__}。"
                 "NumPy 只能读取主机内存。调用 `.numpy()` 之前，张量的数据在哪里？",
             ) from None
-        _an_array_of(result, device)
+        _an_array_of(result, given, device)
+    for given in _fresh_inputs():
+        try:
+            result = to_numpy(given)
+        except Exception as err:
+            if given.requires_grad:
+                raise Wrong(
+                    f"`to_numpy` raises {type(err).__name__} for a tensor that requires grad "
+                    "(a model's output, a parameter): NumPy cannot keep autograd's graph. Which "
+                    "method gives the same numbers without the graph?",
+                    f"对需要梯度的张量（模型的输出、参数），`to_numpy` 抛出了 "
+                    f"{type(err).__name__}：NumPy 无法保留自动求导的计算图。"
+                    "哪个方法能给出同样的数值、但不带计算图？",
+                ) from None
+            raise
+        _an_array_of(result, given, "cpu")
     try:
         result = to_numpy([1, 2, 3])
     except TypeError as err:
@@ -278,12 +323,35 @@ def _drawn(seed: int, *sizes: int) -> tuple[torch.Generator, list[torch.Tensor]]
     return generator, [torch.rand(n, generator=generator) for n in sizes]
 
 
+def _five_after(g: torch.Generator) -> list[torch.Tensor]:
+    """Where drawing five numbers from ``g`` leaves its state, for each common way to draw
+    them: uniform or normal floats of any dtype, whole numbers, a permutation, coin flips."""
+    draws = [
+        lambda g, dtype=dtype, draw=draw: draw(5, generator=g, dtype=dtype)
+        for draw in (torch.rand, torch.randn)
+        for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    ]
+    draws += [
+        lambda g: torch.randint(0, 10, (5,), generator=g),
+        lambda g: torch.randperm(5, generator=g),
+        lambda g: torch.bernoulli(torch.full((5,), 0.5), generator=g),
+        lambda g: torch.normal(0.0, 1.0, (5,), generator=g),
+    ]
+    states = []
+    for draw in draws:
+        copy = torch.Generator()
+        copy.set_state(g.get_state())
+        draw(copy)
+        states.append(copy.get_state())
+    return states
+
+
 def _same(answer: torch.Tensor, expected: torch.Tensor) -> bool:
     return answer.shape == expected.shape and torch.equal(answer, expected)
 
 
-@exercise(4)
-def q4(g, from_global, from_g, expected, after) -> None:
+@exercise(4, global_state=True)
+def q4(g, from_global, from_g, expected, after, *, global_state: torch.Tensor) -> None:
     if g is torch.default_generator:
         raise Wrong(
             "`g` is the global generator itself (torch.manual_seed returns it); make a "
@@ -334,11 +402,34 @@ def q4(g, from_global, from_g, expected, after) -> None:
             "有运算从全局生成器取了数。"
             "那五个数是从哪个生成器抽取的？",
         )
-    if not torch.equal(g.get_state(), _drawn(0, 3, 5)[0].get_state()):
+    # The question asks for `from_g` and then "five numbers drawn from g", not for one way to
+    # draw them: g's state is compared with where each common draw of five numbers leaves it.
+    drew = g.get_state()
+    three = _drawn(0, 3)[0]
+    if torch.equal(drew, three.get_state()):
         raise Wrong(
-            "`g` has not drawn exactly three numbers and then five: pass `generator=g` to "
-            "torch.rand for `from_g` and for the five numbers, and run the answer cell once "
-            "from its first line.",
-            "`g` 抽取的数不是先三个、再五个。给 `from_g` 和那五个数的 torch.rand 都传入 "
-            "`generator=g`，然后从第一行起把答案单元格运行一次。",
+            "`g` has given no numbers after `from_g`: draw the five numbers from `g` "
+            "(generator=g) between torch.manual_seed(1) and `after`, so that `after` shows "
+            "what drawing from g does to the global sequence.",
+            "`from_g` 之后 `g` 再没有给出任何数。在 torch.manual_seed(1) 和 `after` 之间，"
+            "从 `g` 抽取那五个数（generator=g），`after` 才能说明从 g 抽数对全局序列有什么影响。",
+        )
+    if not any(torch.equal(drew, state) for state in _five_after(three)):
+        raise Wrong(
+            "`g` has not given `from_g` and then five numbers: draw both from `g` "
+            "(generator=g), `from_g` first, and run the answer cell once from its first line.",
+            "`g` 给出的不是先 `from_g`、再五个数。两者都从 `g` 抽取（generator=g），"
+            "先抽 `from_g`，然后从第一行起把答案单元格运行一次。",
+        )
+    # `after` must be drawn, not copied: the global generator gives the numbers of `after` last,
+    # so right after the answer cell it stands two numbers past torch.manual_seed(1).
+    if torch.equal(global_state, torch.Generator().manual_seed(1).get_state()):
+        raise Wrong(
+            "the global generator has given no numbers since the last torch.manual_seed(1), so "
+            "`after` was not drawn from it: make `after` with torch.rand(2) after the five "
+            "numbers from g (a copy of `expected` shows nothing), then run the answer cell and "
+            "this check again.",
+            "自上一次 torch.manual_seed(1) 以来，全局生成器没有给出任何数，所以 `after` 不是从它"
+            "抽取的。在从 g 抽取五个数之后，用 torch.rand(2) 生成 `after`（复制 `expected` "
+            "说明不了什么），然后重新运行答案单元格和这个检查。",
         )
