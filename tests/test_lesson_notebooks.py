@@ -446,3 +446,16 @@ def test_a_broken_table_of_contents_stops_pytest_in_one_line(tmp_path: Path) -> 
     assert "Traceback" not in out and "errors during collection" not in out, out
     said = [line for line in out.splitlines() if "_toc.yml: not valid YAML" in line]
     assert len(said) == 1, out
+
+
+def test_the_size_tables_total_row_counts_the_lessons(tmp_path: Path) -> None:
+    # Issue 46, case 13: with a sixth lesson listed the total row still said "all five".
+    notebooks = _sample_project(tmp_path)
+    paths = []
+    for number in range(1, 7):
+        path = notebooks / f"{number:02d}_sample.ipynb"
+        shutil.copy(notebooks / "07_sample.ipynb", path)
+        paths.append(path)
+    rows = lesson_size.table(paths).splitlines()
+    assert rows[8].startswith("| all 6 |"), rows[8]
+    assert not any("five" in row for row in rows)
