@@ -59,3 +59,26 @@ def test_pruning_never_removes_a_linked_or_full_folder(layout) -> None:
     assert not (folder / "sub").exists() and folder.is_dir(), "it still holds the links"
     owned.prune(folder / "linked", folder)
     assert (outside / "empty").is_dir()
+
+
+def test_build_a_link_is_refused_as_build_site_a_link_is(tmp_path: Path, monkeypatch) -> None:
+    # Issue 46, case 18: build/ a link to a folder outside: make html wrote the site through
+    # it (make clean kept both), while a linked build/site was refused. One rule now.
+    from tools.publishing import build_site
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.setattr(build_site, "ROOT", project)
+    (project / "build").symlink_to(outside)
+    assert owned.linked_on_the_way(project, project / "build" / "site") == project / "build"
+    problem = build_site.out_problem(project / "build" / "site")
+    assert problem and f"reached through the link {project / 'build'}" in problem
+    (project / "build").unlink()
+    (project / "build" / "site").parent.mkdir()
+    (project / "build" / "site").symlink_to(outside)
+    assert "is a symbolic link" in build_site.out_problem(project / "build" / "site")
+    (project / "build" / "site").unlink()
+    assert build_site.out_problem(project / "build" / "site") is None
+    assert owned.linked_on_the_way(project, tmp_path / "elsewhere") is None  # not under root
