@@ -459,3 +459,27 @@ def test_the_size_tables_total_row_counts_the_lessons(tmp_path: Path) -> None:
     rows = lesson_size.table(paths).splitlines()
     assert rows[8].startswith("| all 6 |"), rows[8]
     assert not any("five" in row for row in rows)
+
+
+def test_a_translation_whose_lesson_left_the_toc_is_removed_with_a_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    # Issue 46, case 10: lesson 05 taken out of _toc.yml, its file still there: make
+    # translations said only "ignored ...: not a lesson" and deleted notebooks/zh/05 silently.
+    notebooks = _sample_project(tmp_path)
+    shutil.copy(notebooks / "07_sample.ipynb", notebooks / "08_more.ipynb")
+    tr = tmp_path / "tr"
+    for stem in ("07_sample", "08_more"):
+        i18n.record(notebooks / f"{stem}.ipynb", {}, "zh", tr, False)
+    list_lessons(notebooks, "07_sample", "08_more")
+    folders = ["--notebooks", str(notebooks), "--translations", str(tr), "build"]
+    i18n.main(folders)
+    assert (notebooks / "zh" / "08_more.ipynb").is_file()
+    capsys.readouterr()
+    list_lessons(notebooks, "07_sample")  # 08 left the table of contents, its file stays
+    i18n.main(folders)
+    out, err = capsys.readouterr()
+    removed = [line for line in (out + err).splitlines() if line.startswith("removed ")]
+    assert not (notebooks / "zh" / "08_more.ipynb").exists()
+    assert len(removed) == 1 and "zh/08_more.ipynb" in removed[0], out + err
+    assert "tr/zh/08_more.json" in removed[0], removed
