@@ -22,6 +22,12 @@ def _lessons() -> frozenset[Path]:
         raise pytest.UsageError(str(err)) from None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A table of contents the tools cannot use stops pytest in one line, before collection:
+    the test modules list the lessons at import, and each would raise its own traceback."""
+    _lessons()
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Leave out a notebook in notebooks/ that is not a listed lesson (None: pytest decides)."""
     path = collection_path.resolve()

@@ -58,7 +58,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
 from tools.authoring import lesson_size
-from tools.lessons import lesson_notebooks
+from tools.lessons import LessonError, lesson_notebooks
 from utils.cli import number
 from utils.data import SUBSET_ENV
 
@@ -67,7 +67,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # deep dives train for minutes, which a class does not do together).
 PLANS = {"01": "whole", "02": "whole", "03": "whole", "04": "core"}
 SHARED_SUBSET = ROOT.parent / "shared" / "data" / "cifar10-subset.npz"  # the Makefile's default
-PREFIX = "bench"  # the students' names: bench<N>x<i>; only these accounts are ever removed
+# The students' names: bench<tag><N>x<i>, the tag this run's own. Only the accounts this run
+# recorded as made are ever removed: a prefix also matches another run's (a concurrent bench).
+PREFIX = "bench"
 GOAL_LATENCY = 3.0  # the issue's goal: at N=20, p95 cell latency within 3x one student alone
 
 
@@ -100,7 +102,10 @@ class Cell:
 
 def plan(lesson: str) -> tuple[str, list[Cell]]:
     """The notebook's file name and the code cells a student runs, each with its reading time."""
-    path = next(p for p in lesson_notebooks(ROOT / "notebooks") if p.name.startswith(lesson))
+    found = [p for p in lesson_notebooks(ROOT / "notebooks") if p.name.startswith(lesson)]
+    if not found:
+        raise LessonError(f"no lesson {lesson} in _toc.yml (it lists the lessons)")
+    path = found[0]
     nb = nbformat.read(path, as_version=4)
     cells, reading = [], lesson_size.Size()
     for i, cell in enumerate(nb.cells):
@@ -126,7 +131,10 @@ class Hub:
         self.port, self.state, self.timeout, self.log_path = port, state, timeout, log
         self.url = f"http://127.0.0.1:{port}"
         self.password = secrets.token_urlsafe(16)
-        self.teacher = f"{PREFIX}teacher"
+        # this run's tag: three letters, so another run's names never equal ours
+        self.tag = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(3))
+        self.made: set[str] = set()  # the accounts this run asked the hub for (claim)
+        self.teacher = f"{PREFIX}{self.tag}t"
         # The teacher's copy the link pulls from: a clone of this checkout's committed lessons
         # (a plain clone, as a teacher has; students may read the folder it is in).
         os.chmod(state, 0o755)
@@ -156,9 +164,19 @@ class Hub:
         if not self.env.get(SUBSET_ENV) and SHARED_SUBSET.is_file():  # as the Makefile does
             self.env[SUBSET_ENV] = str(SHARED_SUBSET)
         self.token = ""
-        self.accounts_before = set(accounts())
+        self.claim([self.teacher])
         self.process: subprocess.Popen | None = None
         self.http = AsyncHTTPClient(max_clients=1000)
+
+    def claim(self, names: list[str]) -> None:
+        """Record ``names`` as this run's before the hub makes them: an account of that name
+        already there is someone else's, and the run stops rather than use or remove it."""
+        if taken := sorted(set(names) & set(accounts())):
+            raise BenchError(
+                f"account {taken[0]} already exists and is not this run's: no bench "
+                "account is made or removed; run again (another tag is drawn)"
+            )
+        self.made.update(names)
 
     def link(self, notebook: str) -> str:
         """The nbgitpuller link a teacher hands out, as ``make hub`` prints it."""
@@ -167,7 +185,7 @@ class Hub:
         return classroom.settings(self.env).link(notebook, host=self.url)
 
     def start(self) -> None:
-        self.log = self.log_path.open("wb")
+        self.log = self.log_path.open("xb")  # never over a file already there (main checks)
         self.process = subprocess.Popen(  # what `make hub` runs
             [sys.executable, "-m", "tools.teaching.hub"],
             env=self.env,
@@ -238,8 +256,8 @@ class Hub:
         pid_file = classroom.settings(self.env).state_dir / "jupyterhub-proxy.pid"
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
-        # The accounts the hub created for this run (students, the bench's teacher), homes too.
-        remove_accounts(set(accounts()) - self.accounts_before)
+        # The accounts this run recorded (students, the bench's teacher), homes too.
+        remove_accounts(self.made, self.made)
 
 
 class BenchError(Exception):
@@ -481,8 +499,10 @@ class Round:
 async def run_round(hub: Hub, n: int, lessons, args) -> Round:
     rng = random.Random(n)
     students = [
-        Student(f"{PREFIX}{n}x{i}", rng.uniform(1 - args.spread, 1 + args.spread)) for i in range(n)
+        Student(f"{PREFIX}{hub.tag}{n}x{i}", rng.uniform(1 - args.spread, 1 + args.spread))
+        for i in range(n)
     ]
+    hub.claim([s.name for s in students])
     await hub.api("POST", "/hub/api/users", {"usernames": [s.name for s in students]})
     sampler = Sampler(students)
     sampler.start()
@@ -514,18 +534,19 @@ async def remove_students(hub: Hub, names: list[str]) -> None:
         # still there: stopping the hub at the end stops its server, and its account goes then
 
     await asyncio.gather(*(one(name) for name in names))
-    remove_accounts(names)
+    remove_accounts(names, hub.made)
 
 
 def accounts() -> list[str]:
     return [entry.pw_name for entry in pwd.getpwall()]
 
 
-def remove_accounts(names) -> None:
-    """Remove the Unix accounts (and homes) of these bench users, where they exist."""
+def remove_accounts(names, made: set[str]) -> None:
+    """Remove the Unix accounts (and homes) of these bench users, where they exist: only those
+    this run recorded in ``made`` (Hub.claim)."""
     present = set(accounts())
-    for name in names:
-        if name.startswith(PREFIX) and name in present:
+    for name in sorted(names):
+        if name.startswith(PREFIX) and name in made and name in present:
             subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
 
 
@@ -675,11 +696,19 @@ def main() -> int:
     )
     parser.add_argument("--port", type=number(int, least=1024, most=31999), default=20900)
     args = parser.parse_args()
+    if (log := args.hub_log) is not None:
+        if log.exists() or log.is_symlink():
+            parser.error(f"--hub-log {log}: already exists; name a new file (it is not replaced)")
+        if not log.parent.is_dir():
+            parser.error(f"--hub-log {log}: no folder {log.parent}; make it or name another")
+    try:
+        lessons = {lesson: plan(lesson) for lesson in dict.fromkeys(args.lessons)}
+    except LessonError as err:
+        parser.error(f"--lessons: {err}")
     if os.geteuid() != 0:
         parser.error("needs root: the hub gives each student a Unix account of their own")
     sizes = list(dict.fromkeys([1, *args.students]))  # the baseline first, each size once
     args.students = sizes
-    lessons = {lesson: plan(lesson) for lesson in dict.fromkeys(args.lessons)}
     print(
         f"{os.cpu_count()} cores, load average {', '.join(f'{v:.1f}' for v in os.getloadavg())} "
         f"before the run; class sizes {sizes}; lessons {', '.join(lessons)}; pace {args.pace:g}",
@@ -711,6 +740,13 @@ def main() -> int:
     try:
         hub = Hub(args.port, state, max(sizes), args.start_timeout, args.hub_log or private / "log")
         hub.start()
+    except (BenchError, OSError) as err:  # the log's folder went, or a name was taken
+        print(f"bench/classroom.py: {err}", file=sys.stderr)
+        if hub:
+            hub.stop()
+        shutil.rmtree(state, ignore_errors=True)
+        return 1
+    try:
         rounds = asyncio.run(main_async(args, hub, lessons))
     except BenchError as err:
         print(f"bench/classroom.py: {err}", file=sys.stderr)

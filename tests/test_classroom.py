@@ -57,8 +57,16 @@ def test_threads_and_servers_follow_the_documented_rules(monkeypatch) -> None:
         ({"HUB_AUTHENTICATOR": "dummy", "HUB_IP": "0.0.0.0"}, "refused on HUB_IP=0.0.0.0"),
         ({"HUB_TEACHER": "root"}, "not a login name the hub may create"),
         ({"HUB_SSL_CERT": "/x.pem"}, "give both HUB_SSL_CERT and HUB_SSL_KEY"),
+        # issue 46, cases 5, 7, 15, 16
+        ({"HUB_IP": "0.0.0.0"}, "HUB_IP=0.0.0.0 without TLS would send passwords in clear"),
+        ({"HUB_SSL_CERT": "/nonexistent/c.pem", "HUB_SSL_KEY": "/nonexistent/k.pem"},
+         "HUB_SSL_CERT=/nonexistent/c.pem is not a file"),
+        ({"HUB_MEM_PER_STUDENT": "0"}, "HUB_MEM_PER_STUDENT='0' must be more than 0"),
+        ({"HUB_MEM_LIMIT": "1024T"}, "is above this machine's memory"),
+        ({"HUB_PORT": "65535"}, "HUB_PORT=65535 leaves no room for the hub's own ports"),
+        ({"HUB_SRV": "/etc/passwd"}, "HUB_SRV=/etc/passwd is not a folder"),
     ],
-)
+)  # fmt: skip
 def test_a_bad_setting_is_one_line(environ: dict, says: str) -> None:
     with pytest.raises(classroom.SettingError) as err:
         classroom.settings(environ)
@@ -70,6 +78,36 @@ def test_a_bad_setting_is_one_line(environ: dict, says: str) -> None:
     )
     assert run.returncode == 1 and run.stdout == b""
     assert run.stderr.decode().strip() == str(err.value)
+
+
+def test_an_open_hub_needs_tls_or_a_proxy_that_says_it_terminates_tls(tmp_path) -> None:
+    (tmp_path / "c.pem").write_text("x")
+    (tmp_path / "k.pem").write_text("x")
+    tls = {"HUB_SSL_CERT": str(tmp_path / "c.pem"), "HUB_SSL_KEY": str(tmp_path / "k.pem")}
+    assert classroom.settings({"HUB_IP": "0.0.0.0", **tls}).url.startswith("https://")
+    assert classroom.settings({"HUB_IP": "0.0.0.0", classroom.TLS_PROXY_ENV: "1"}).ip == "0.0.0.0"
+    assert classroom.settings({"HUB_PORT": "65533"}).proxy_api_port == 65535
+
+
+def test_an_account_in_the_group_that_this_hub_did_not_make_is_refused(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Issue 46, case 6: another hub's or term's student (in blitz-students) got a server in
+    # its existing home; only the accounts this hub recorded are served.
+    import grp
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(classroom.pwd, "getpwnam", lambda name: SimpleNamespace(pw_gid=4242))
+    group = SimpleNamespace(gr_mem=["oldterm"], gr_gid=4242)
+    monkeypatch.setattr(grp, "getgrnam", lambda name: group)
+    s = classroom.settings({"HUB_SRV": str(tmp_path)})
+    (tmp_path / "hub").mkdir()
+    assert classroom.made_accounts(s) == set()
+    assert not classroom.is_student_or_teacher("oldterm", "teacher", classroom.made_accounts(s))
+    classroom.record_account(s, "oldterm")
+    assert classroom.made_accounts(s) == {"oldterm"}
+    assert classroom.is_student_or_teacher("oldterm", "teacher", classroom.made_accounts(s))
+    assert oct((tmp_path / "hub" / classroom.ACCOUNTS_FILE).stat().st_mode & 0o777) == "0o600"
 
 
 def test_the_hub_signs_in_only_its_own_accounts_and_the_teacher() -> None:
@@ -89,3 +127,67 @@ def test_students_get_the_shared_data_their_threads_and_the_venv(tmp_path: Path)
     assert env["PATH"].split(":")[0] == str(classroom.VENV_PYTHON.parent)
     assert env["GIT_CONFIG_GLOBAL"] == str(tmp_path / "gitconfig")
     assert f"directory = {s.lessons / '.git'}" in classroom.gitconfig_text(s)
+
+
+# --- HUB_SRV and the published subset (tools/teaching/hub.py's _prepare) ------------------
+
+
+def _prepared(srv: Path, monkeypatch, subset: str = "") -> list[str]:
+    from tools.teaching import hub
+
+    monkeypatch.setenv("BLITZ_CIFAR10_SUBSET", subset)
+    return hub._prepare(classroom.settings({"HUB_SRV": str(srv)}))
+
+
+def test_an_existing_folder_the_hub_did_not_make_is_refused_and_left_alone(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Issue 46, case 7: HUB_SRV naming a general folder: its gitconfig overwritten, its data/
+    # and hub/ (another owner's, 0700) re-owned to root.
+    srv = tmp_path / "general"
+    (srv / "data").mkdir(parents=True)
+    os.chown(srv / "data", 4321, 4321)
+    os.chmod(srv / "data", 0o700)
+    (srv / "gitconfig").write_text("someone's settings\n")
+    with pytest.raises(SystemExit) as info:
+        _prepared(srv, monkeypatch)
+    assert "exists and make hub did not make it" in str(info.value)
+    assert (srv / "gitconfig").read_text() == "someone's settings\n"
+    st = (srv / "data").stat()
+    assert (st.st_uid, st.st_mode & 0o777) == (4321, 0o700) and not (srv / "hub").exists()
+    # a folder the hub makes is its own: made, marked, and used again on the next start
+    fresh = tmp_path / "fresh" / "srv"
+    assert f"made {fresh} for the hub's files" in _prepared(fresh, monkeypatch)
+    assert (fresh / classroom.SRV_MARK).is_file()
+    assert (fresh / "hub").stat().st_mode & 0o777 == 0o700
+    _prepared(fresh, monkeypatch)
+    os.chown(fresh / "hub", 4321, 4321)  # then someone else's: refused, never re-owned
+    with pytest.raises(SystemExit, match="does not re-own it"):
+        _prepared(fresh, monkeypatch)
+    assert (fresh / "hub").stat().st_uid == 4321
+
+
+def test_only_a_file_with_the_subsets_checksum_is_published(tmp_path: Path, monkeypatch) -> None:
+    # Issue 46, cases 4 and 17: a root-only file of anything was copied for every student to
+    # read; a missing one was never named; a corrupt one was "copied" without a check.
+    import hashlib
+
+    from utils import data
+
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root's private key\n")
+    secret.chmod(0o600)
+    srv = tmp_path / "srv"
+    shared = srv / "data" / classroom.SUBSET_NAME
+    with pytest.raises(SystemExit, match=r"has sha256 .* not the CIFAR-10 subset's: nothing"):
+        _prepared(srv, monkeypatch, str(secret))
+    assert not shared.exists()
+    with pytest.raises(SystemExit, match=f"BLITZ_CIFAR10_SUBSET={tmp_path}/gone.npz is not a"):
+        _prepared(srv, monkeypatch, str(tmp_path / "gone.npz"))
+    good = tmp_path / "good.npz"
+    good.write_bytes(b"stands for the subset")
+    digest = hashlib.sha256(good.read_bytes()).hexdigest()
+    monkeypatch.setattr(data, "SUBSET_SHA256", digest)
+    said = _prepared(srv, monkeypatch, str(good))
+    assert f"published {good} to {shared} (21 bytes, sha256 {digest}, read-only)" in said
+    assert shared.read_bytes() == good.read_bytes() and shared.stat().st_mode & 0o777 == 0o444

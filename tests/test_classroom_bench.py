@@ -56,3 +56,66 @@ def test_an_option_out_of_its_range_is_one_line(bad: list[str], message: str) ->
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 2 and f"error: argument {message}" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def _main(monkeypatch, capsys, *argv: str) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", ["bench/classroom.py", *argv])
+    with pytest.raises(SystemExit) as info:
+        classroom.main()
+    out, err = capsys.readouterr()
+    return info.value.code, out + err
+
+
+def test_an_existing_hub_log_is_refused_not_overwritten(tmp_path, monkeypatch, capsys) -> None:
+    # Issue 46, case 9: --hub-log FILE overwrote an existing file without a word.
+    log = tmp_path / "hub.log"
+    log.write_text("a teacher's notes\n")
+    code, said = _main(monkeypatch, capsys, "--lessons", "01", "--hub-log", str(log))
+    assert code == 2 and f"--hub-log {log}: already exists" in said, said
+    assert "Traceback" not in said and log.read_text() == "a teacher's notes\n"
+
+
+def test_a_hub_log_in_a_missing_folder_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    # Issue 46, case 14: a FileNotFoundError traceback.
+    log = tmp_path / "nonexistent" / "hub.log"
+    code, said = _main(monkeypatch, capsys, "--lessons", "01", "--hub-log", str(log))
+    assert code == 2 and f"no folder {log.parent}" in said and "Traceback" not in said, said
+
+
+def test_a_lesson_the_table_of_contents_lacks_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    # Issue 46, case 14: a bare StopIteration (04 not listed), a LessonError traceback (broken)
+    monkeypatch.setattr(classroom, "lesson_notebooks", lambda folder: [])
+    code, said = _main(monkeypatch, capsys, "--lessons", "04")
+    assert code == 2 and "no lesson 04 in _toc.yml" in said and "Traceback" not in said, said
+    from tools.lessons import LessonError
+
+    def broken(folder):
+        raise LessonError("_toc.yml: not valid YAML (line 2: ...)")
+
+    monkeypatch.setattr(classroom, "lesson_notebooks", broken)
+    code, said = _main(monkeypatch, capsys, "--lessons", "04")
+    assert code == 2 and "--lessons: _toc.yml: not valid YAML" in said, said
+
+
+def test_only_the_accounts_this_run_recorded_are_removed(tmp_path, monkeypatch) -> None:
+    # Issue 46, case 8: every bench* account made during a run went, a concurrent bench's
+    # (benchadvq, made by another process 6 s into the run) with its home.
+    from types import SimpleNamespace
+
+    from tools.teaching import classroom as settings_mod
+
+    present = ["root", "benchxyz1x0", "benchxyzt"]
+    removed: list[str] = []
+    monkeypatch.setattr(classroom, "accounts", lambda: list(present))
+    monkeypatch.setattr(
+        settings_mod, "settings", lambda env=None: SimpleNamespace(state_dir=tmp_path)
+    )
+    monkeypatch.setattr(classroom.subprocess, "run", lambda argv, **kw: removed.append(argv[-1]))
+    hub = classroom.Hub.__new__(classroom.Hub)
+    hub.process, hub.env, hub.tag, hub.made = None, {}, "xyz", set()
+    hub.made.update(["benchxyzt", "benchxyz1x0"])  # what claim recorded as the hub made them
+    present.append("benchadvq")  # another run's account, made while this one ran
+    hub.stop()
+    assert removed == ["benchxyz1x0", "benchxyzt"]
+    with pytest.raises(classroom.BenchError, match="benchadvq already exists and is not this run"):
+        hub.claim(["benchadvq"])

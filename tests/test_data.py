@@ -281,6 +281,60 @@ def test_a_header_that_declares_more_images_than_the_subset_is_refused_before_re
     assert not data_mod._within_bounds(bad)
 
 
+def _zero_width_names(path: Path, count: int) -> Path:
+    """A subset file (the other arrays right) whose ``classes`` declares ``count`` names of
+    dtype <U0: 0 bytes on paper, whatever the count (issue 46, case 2)."""
+    import zipfile
+
+    arrays = {
+        "x_train": np.zeros((5000, 32, 32, 3), np.uint8),
+        "y_train": np.zeros(5000, np.int64),
+        "x_test": np.zeros((1000, 32, 32, 3), np.uint8),
+        "y_test": np.zeros(1000, np.int64),
+    }
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, a in arrays.items():
+            with zf.open(f"{name}.npy", "w") as f:
+                np.lib.format.write_array(f, a)
+        with zf.open("classes.npy", "w") as f:
+            header = {"descr": "<U0", "fortran_order": False, "shape": (count,)}
+            np.lib.format.write_array_header_1_0(f, header)
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("count", [10**8, 2**40])
+def test_names_of_zero_characters_are_bounded_by_count_not_bytes(
+    tmp_path: Path, monkeypatch, count: int
+) -> None:
+    # Rule: a bound on bytes multiplies by the itemsize; <U0 makes it 0, so count is bounded too
+    import tracemalloc
+
+    bad = _zero_width_names(tmp_path / "names.npz", count)
+    assert bad.stat().st_size < 200_000
+    assert not data_mod._within_bounds(bad)
+    monkeypatch.setenv(SUBSET_ENV, str(bad))
+    monkeypatch.setenv(CHOICE_ENV, "subset")
+    tracemalloc.start()
+    try:
+        with pytest.raises(SubsetError, match=r"not the subset\. Fix") as info:
+            load_cifar10()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "\n" not in str(info.value)
+    assert peak < 20_000_000, f"{peak:,} bytes allocated before the refusal"
+
+
+def test_names_must_be_unicode_of_one_to_ten_characters(tmp_path: Path) -> None:
+    assert data_mod._kind_fits(np.array(CIFAR10_CLASSES).dtype, "U")
+    assert not data_mod._kind_fits(np.dtype("<U0"), "U")
+    assert not data_mod._kind_fits(np.dtype("<U11"), "U")
+    assert not data_mod._kind_fits(np.dtype("S10"), "U")
+    assert data_mod._kind_fits(np.dtype("<i8"), "i8")
+    assert not data_mod._kind_fits(np.dtype("<i4"), "i8")
+
+
 # --- the same 6,000 images from the full download ------------------------------------------
 
 

@@ -378,3 +378,108 @@ def test_a_broken_table_of_contents_is_one_line_in_every_tool(
         lines = [line for line in (out + err).splitlines() if not line.startswith("Building")]
         assert len(lines) == 1 and why in lines[0], f"{name}: {out + err}"
     assert not (tmp_path / "site").exists() and not (notebooks / "zh").exists()
+
+
+_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("laughs", "anchors and aliases (& and *) are not allowed"),
+        ("alias", "anchors and aliases (& and *) are not allowed"),
+        ("deep", "nested more than"),
+        ("large", "larger than"),
+        ("fifo", "not a regular file"),
+        ("link", "is a link"),
+    ],
+)
+def test_the_table_of_contents_is_read_within_bounds(tmp_path: Path, kind: str, why: str) -> None:
+    # Issue 46, case 12: a 418-byte billion laughs took 45 s and 3 GB then MemoryError,
+    # 1,000 nested brackets a RecursionError, a FIFO blocked every tool forever.
+    import tools.lessons as lessons_mod
+
+    notebooks = _sample_project(tmp_path)
+    toc = tmp_path / "_toc.yml"
+    head = "format: jb-book\nroot: README\nchapters:\n- file: notebooks/07_sample\n"
+    if kind == "laughs":
+        toc.write_text(head + _LAUGHS)
+    elif kind == "alias":
+        toc.write_text("format: &f jb-book\nroot: README\nchapters:\n- file: notebooks/07_sample\n")
+    elif kind == "deep":
+        toc.write_text(head + "x: " + "[" * 1000 + "]" * 1000 + "\n")
+    elif kind == "large":
+        toc.write_text(head + "#" * (lessons_mod.TOC_MAX_BYTES + 1) + "\n")
+    elif kind == "fifo":
+        os.mkfifo(toc)
+    else:
+        (tmp_path / "real.yml").write_text(head)
+        toc.symlink_to("real.yml")
+    with pytest.raises(LessonError, match=re.escape(why)) as info:
+        lessons_mod.listed(notebooks)
+    assert "\n" not in str(info.value) and "_toc.yml" in str(info.value)
+
+
+def test_a_broken_table_of_contents_stops_pytest_in_one_line(tmp_path: Path) -> None:
+    # Issue 46, case 11: 13 test modules list the lessons at import; a broken _toc.yml was
+    # 14 tracebacks ("Interrupted: 14 errors during collection"), not the one line it is.
+    root = Path(__file__).resolve().parents[1]
+    copy = tmp_path / "p"
+    for name in ("tools", "utils", "tests"):
+        shutil.copytree(root / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy(root / name, copy / name)
+    (copy / "notebooks").mkdir()
+    (copy / "_toc.yml").write_text("chapters: [\n")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    modules = ["tests/test_lessons.py", "tests/test_site.py", "tests/test_translations.py"]
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*argv, *modules], cwd=copy, env=env, capture_output=True, text=True, timeout=120
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "Traceback" not in out and "errors during collection" not in out, out
+    said = [line for line in out.splitlines() if "_toc.yml: not valid YAML" in line]
+    assert len(said) == 1, out
+
+
+def test_the_size_tables_total_row_counts_the_lessons(tmp_path: Path) -> None:
+    # Issue 46, case 13: with a sixth lesson listed the total row still said "all five".
+    notebooks = _sample_project(tmp_path)
+    paths = []
+    for number in range(1, 7):
+        path = notebooks / f"{number:02d}_sample.ipynb"
+        shutil.copy(notebooks / "07_sample.ipynb", path)
+        paths.append(path)
+    rows = lesson_size.table(paths).splitlines()
+    assert rows[8].startswith("| all 6 |"), rows[8]
+    assert not any("five" in row for row in rows)
+
+
+def test_a_translation_whose_lesson_left_the_toc_is_removed_with_a_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    # Issue 46, case 10: lesson 05 taken out of _toc.yml, its file still there: make
+    # translations said only "ignored ...: not a lesson" and deleted notebooks/zh/05 silently.
+    notebooks = _sample_project(tmp_path)
+    shutil.copy(notebooks / "07_sample.ipynb", notebooks / "08_more.ipynb")
+    tr = tmp_path / "tr"
+    for stem in ("07_sample", "08_more"):
+        i18n.record(notebooks / f"{stem}.ipynb", {}, "zh", tr, False)
+    list_lessons(notebooks, "07_sample", "08_more")
+    folders = ["--notebooks", str(notebooks), "--translations", str(tr), "build"]
+    i18n.main(folders)
+    assert (notebooks / "zh" / "08_more.ipynb").is_file()
+    capsys.readouterr()
+    list_lessons(notebooks, "07_sample")  # 08 left the table of contents, its file stays
+    i18n.main(folders)
+    out, err = capsys.readouterr()
+    removed = [line for line in (out + err).splitlines() if line.startswith("removed ")]
+    assert not (notebooks / "zh" / "08_more.ipynb").exists()
+    assert len(removed) == 1 and "zh/08_more.ipynb" in removed[0], out + err
+    assert "tr/zh/08_more.json" in removed[0], removed

@@ -59,3 +59,46 @@ def test_pruning_never_removes_a_linked_or_full_folder(layout) -> None:
     assert not (folder / "sub").exists() and folder.is_dir(), "it still holds the links"
     owned.prune(folder / "linked", folder)
     assert (outside / "empty").is_dir()
+
+
+def test_build_a_link_is_refused_as_build_site_a_link_is(tmp_path: Path, monkeypatch) -> None:
+    # Issue 46, case 18: build/ a link to a folder outside: make html wrote the site through
+    # it (make clean kept both), while a linked build/site was refused. One rule now.
+    from tools.publishing import build_site
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.setattr(build_site, "ROOT", project)
+    (project / "build").symlink_to(outside)
+    assert owned.linked_on_the_way(project, project / "build" / "site") == project / "build"
+    problem = build_site.out_problem(project / "build" / "site")
+    assert problem and f"reached through the link {project / 'build'}" in problem
+    (project / "build").unlink()
+    (project / "build" / "site").parent.mkdir()
+    (project / "build" / "site").symlink_to(outside)
+    assert "is a symbolic link" in build_site.out_problem(project / "build" / "site")
+    (project / "build" / "site").unlink()
+    assert build_site.out_problem(project / "build" / "site") is None
+    assert owned.linked_on_the_way(project, tmp_path / "elsewhere") is None  # not under root
+
+
+def test_assignments_write_nothing_through_a_linked_source_folder(tmp_path: Path) -> None:
+    # Issue 46, case 3: build/assignments/en/source a link to a folder outside: the lesson was
+    # written into it (and with 01_tensors/ there: FileExistsError after release/01_tensors
+    # was already deleted). Every path is checked before anything is removed or written.
+    from tools.teaching import assignments
+
+    course, outside = tmp_path / "course", tmp_path / "outside"
+    (course / "release" / "01_tensors").mkdir(parents=True)
+    (course / "release" / "01_tensors" / "01_tensors.ipynb").write_text("{}")
+    (outside / "01_tensors").mkdir(parents=True)
+    (course / "source").symlink_to(outside)
+    lesson = tmp_path / "notebooks" / "01_tensors.ipynb"
+    said = "source/01_tensors is reached through a link: nothing written"
+    with pytest.raises(assignments.AssignmentError, match=said):
+        assignments.write_course(course, "en", [lesson])
+    assert (course / "release" / "01_tensors" / "01_tensors.ipynb").read_text() == "{}"
+    assert [p.name for p in outside.rglob("*")] == ["01_tensors"]
+    assert not (course / "nbgrader_config.py").exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,11 @@ _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
 IGNORED = "ignored "  # how a tool's line about a notebook that is no lesson begins
 _FIX = "fix it, or restore it with git"
 _reported: set[Path] = set()  # a tool lists the lessons several times: say it once
+# A table of contents is a few hundred bytes, two levels deep. Bounds read before any YAML is
+# built: a 418-byte "billion laughs" (aliases of aliases) took gigabytes, brackets nested
+# 1,000 deep overflowed the recursion, a FIFO blocked every tool.
+TOC_MAX_BYTES = 64 * 1024
+TOC_MAX_DEPTH = 8
 
 
 class LessonError(ValueError):
@@ -58,6 +64,47 @@ def _yaml_error(err: yaml.YAMLError) -> str:
     return where + (getattr(err, "problem", None) or str(err).splitlines()[0])
 
 
+def _load_toc(toc: Path, where: str) -> object:
+    """The YAML in ``toc``, read only from a regular file (not a link, FIFO or device), at
+    most TOC_MAX_BYTES, without anchors or aliases and at most TOC_MAX_DEPTH deep; a
+    :class:`LessonError` otherwise. The events are checked before anything is built."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(toc, flags)
+    except OSError as err:
+        if toc.is_symlink():
+            raise LessonError(f"{where}: is a link; make it a plain file") from None
+        raise err
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise LessonError(f"{where}: not a regular file; make it a plain file")
+        raw = f.read(TOC_MAX_BYTES + 1)
+    if len(raw) > TOC_MAX_BYTES:
+        raise LessonError(
+            f"{where}: larger than {TOC_MAX_BYTES:,} bytes; a table of contents lists a few lessons"
+        )
+    text = raw.decode("utf-8")
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            line = event.start_mark.line + 1
+            raise LessonError(
+                f"{where}: line {line}: YAML anchors and aliases (& and *) are "
+                "not allowed; write each entry out"
+            )
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > TOC_MAX_DEPTH:
+                line = event.start_mark.line + 1
+                raise LessonError(
+                    f"{where}: line {line}: nested more than {TOC_MAX_DEPTH} "
+                    "deep; a table of contents is a list of `- file:` entries"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return yaml.safe_load(text)
+
+
 def listed(notebooks: Path = NOTEBOOKS) -> list[Path]:
     """The lessons ``notebooks``' table of contents (``notebooks/../_toc.yml``) lists, in its
     order; a :class:`LessonError` naming the file and what is wrong when it cannot be used."""
@@ -65,7 +112,7 @@ def listed(notebooks: Path = NOTEBOOKS) -> list[Path]:
     where, folder = shown(toc), notebooks.name
     usage = f"format: jb-book, root: README, chapters: a list of `- file: {folder}/NN_name`"
     try:
-        data = yaml.safe_load(toc.read_text(encoding="utf-8"))
+        data = _load_toc(toc, where)
     except FileNotFoundError:
         raise LessonError(f"{where}: missing; it lists the lessons ({usage})") from None
     except (OSError, UnicodeDecodeError) as err:

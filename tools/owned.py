@@ -33,6 +33,23 @@ def within(folder: Path, name: str | PurePath) -> Path | None:
     return path
 
 
+def linked_on_the_way(root: Path, path: Path) -> Path | None:
+    """The first of ``path`` and its folders below ``root`` that is a link (``build`` or
+    ``build/site`` alike), or None; None too when ``path`` is not under ``root``. Neither is
+    resolved: a link is what is looked for."""
+    path, root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return None
+    step = root
+    for part in rel.parts:
+        step = step / part
+        if step.is_symlink():
+            return step
+    return None
+
+
 def is_regular(path: Path) -> bool:
     """A plain file, not a link, folder, FIFO or device (reading one of those can block)."""
     try:

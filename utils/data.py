@@ -54,6 +54,13 @@ _ARRAY_BYTES = {
     "y_test": PER_BATCH * 8,
     "classes": 10 * 10 * 4,
 }
+# ...and the most elements each holds: a bound on bytes alone multiplies by the itemsize, which
+# a header may declare 0 (dtype <U0): 1e8 empty names take no bytes on paper and gigabytes
+# once numpy makes Python strings of them.
+_ARRAY_COUNT = {"x_train": 5 * PER_BATCH * 3072, "y_train": 5 * PER_BATCH}
+_ARRAY_COUNT |= {"x_test": PER_BATCH * 3072, "y_test": PER_BATCH, "classes": 10}
+# what each array must be: images bytes, labels int64, names unicode of 1 to 10 characters
+_ARRAY_KIND = {"x_train": "u1", "y_train": "i8", "x_test": "u1", "y_test": "i8", "classes": "U"}
 ARCHIVE_BYTES = 170_498_071  # cifar-10-python.tar.gz: a download stops past this size
 
 
@@ -105,6 +112,14 @@ def _arrays_sha256(*arrays: Any) -> str:
     return digest.hexdigest()
 
 
+def _kind_fits(dtype: np.dtype, kind: str) -> bool:
+    """Whether an array's declared ``dtype`` is what the subset holds there: ``kind`` "U" is
+    names of 1 to 10 characters (never 0: see _ARRAY_COUNT), otherwise that exact kind."""
+    if kind == "U":
+        return dtype.kind == "U" and 4 <= dtype.itemsize <= 40
+    return dtype.kind == kind[0] and dtype.itemsize == int(kind[1:])
+
+
 def _within_bounds(path: Path) -> bool:
     """Whether ``path`` is a zip of the subset's five arrays, none of which is larger than in
     the subset: read from the zip's directory and each array's header, before any data."""
@@ -117,7 +132,10 @@ def _within_bounds(path: Path) -> bool:
                 with zf.open(info) as f:  # numpy's public header readers: formats 1.0, 2.0
                     read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
                     shape, _, dtype = read[fmt.read_magic(f)](f)
-                nbytes = math.prod(shape) * dtype.itemsize
+                count, kind = math.prod(shape), _ARRAY_KIND[name]
+                if count > _ARRAY_COUNT[name] or not _kind_fits(dtype, kind):
+                    return False
+                nbytes = count * dtype.itemsize
                 if nbytes > _ARRAY_BYTES[name] or info.file_size > nbytes + _NPY_HEADER:
                     return False
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # not a zip of .npy files

@@ -745,7 +745,12 @@ def build(
             if path.name in names:
                 continue
             if (root / lang / f"{gone.stem}.json").is_file() and _own(gone, lang) is not None:
-                remove(_own(gone, lang))  # a translation whose lesson went: the tool's
+                target = _own(gone, lang)  # a translation whose lesson went: the tool's
+                log(
+                    f"removed {_shown(target)}: {gone.name} is no lesson in _toc.yml now; list "
+                    f"it again and build to get it back from {_shown(root / lang / gone.stem)}.json"
+                )
+                remove(target)
             else:
                 kept.append(path)
     elif (notebooks_dir / lang).is_dir():  # a link, or a path outside notebooks/

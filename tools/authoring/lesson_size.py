@@ -409,7 +409,7 @@ def table(paths: list[Path]) -> str:
     ]
     named.append(
         (
-            "all five",
+            f"all {len(lessons)}",  # however many the table of contents lists
             {p: sum((parts[p] for _, parts, _ in named), Size()) for p in PARTS},
             {p: sum(exact[p] for _, _, exact in named) for p in PARTS},
         )

@@ -30,7 +30,7 @@ import nbformat
 from tools import conventions
 from tools.authoring import i18n, lesson_size
 from tools.lessons import LessonError, lesson_notebooks
-from tools.owned import entries, is_regular
+from tools.owned import entries, is_regular, linked_on_the_way
 from tools.publishing import archive, pages
 from tools.publishing.decks import REVEAL, TEMPLATES
 from tools.publishing.pages import STATIC, Lesson, SiteError, parse_header
@@ -129,6 +129,9 @@ def out_problem(out_dir: Path) -> str | None:
     """Why ``out_dir`` cannot be the site's own folder, in one line; None when it can."""
     if out_dir.is_symlink():  # replacing it would write, or delete, through the link
         return f"{out_dir} is a symbolic link: give the folder it points to"
+    # the same for a folder on the way inside the project (build/ a link): make clean keeps both
+    if (link := linked_on_the_way(ROOT, out_dir)) is not None:
+        return f"{out_dir} is reached through the link {link}: give a folder that is not"
     existing = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
     if existing == out_dir and not out_dir.is_dir():
         return f"{out_dir} is a file, not a folder: give a folder for the site"

@@ -270,6 +270,13 @@ def write_course(
     """Write ``course``'s config and each lesson's source notebook, then run nbgrader's
     generate_assignment for each; the assignment names (the lessons' file stems)."""
     course.mkdir(parents=True, exist_ok=True)
+    # every path this writes or replaces, checked before anything is removed (tools/owned.py):
+    # a linked source/ or release/ would take the lesson, or lose release/ half-way
+    names = ["nbgrader_config.py"] + [
+        f"{d}/{p.stem}" for p in lessons for d in ("source", "release")
+    ]
+    if linked := [name for name in names if within(course, name) is None]:
+        raise AssignmentError(f"{course / linked[0]} is reached through a link: nothing written")
     (course / "nbgrader_config.py").write_text(config_text(lang, grading), encoding="utf-8")
     names = []
     for lesson in lessons:

@@ -21,6 +21,12 @@ VENV_PYTHON = Path(sys.prefix) / "bin" / "python"  # the project's venv: every s
 PROXY = ROOT / "tools" / "teaching" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
 SUBSET_NAME = "cifar10-subset.npz"
 STUDENTS_GROUP = "blitz-students"  # every account the hub creates, and only those, is in it
+# In HUB_SRV, written when the hub makes the folder: a folder without it is not the hub's (it
+# never writes into, or re-owns, a folder someone else made: /, /etc, /home).
+SRV_MARK = ".made-by-make-hub"
+ACCOUNTS_FILE = "accounts"  # in the state folder: the Unix accounts this hub made, one a line
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+TLS_PROXY_ENV = "HUB_TLS_PROXY"  # =1: a reverse proxy in front terminates TLS (README)
 GIB = 1024**3
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": GIB, "T": 1024**4}
@@ -35,6 +41,12 @@ def _bytes(name: str, raw: str) -> int:
     if not match:
         raise SettingError(f"make hub: {name}={raw!r} is not a size (e.g. 2G, 1536M)")
     return int(float(match[1]) * _UNITS[match[2].upper()])
+
+
+def _positive_bytes(name: str, raw: str) -> int:
+    if (size := _bytes(name, raw)) <= 0:
+        raise SettingError(f"make hub: {name}={raw!r} must be more than 0 (e.g. 2G, 1536M)")
+    return size
 
 
 def _int(name: str, raw: str, low: int, high: int) -> int:
@@ -121,10 +133,22 @@ def settings(environ: os._Environ | dict = os.environ) -> Settings:
         return environ.get(name, "").strip() or default
 
     port = _int("HUB_PORT", get("HUB_PORT", "8000"), 1, 65535)
+    # the hub's and the proxy's APIs default to HUB_PORT+1 and +2: those must be ports too
+    own = [name for name in ("HUB_INTERNAL_PORT", "HUB_PROXY_API_PORT") if not get(name, "")]
+    if own and port > 65533:
+        raise SettingError(
+            f"make hub: HUB_PORT={port} leaves no room for the hub's own ports (HUB_PORT+1 and "
+            f"+2, up to 65535): choose HUB_PORT up to 65533, or set {' and '.join(own)}"
+        )
     class_size = _int("HUB_CLASS_SIZE", get("HUB_CLASS_SIZE", "40"), 1, 10000)
-    mem_limit = _bytes("HUB_MEM_LIMIT", get("HUB_MEM_LIMIT", "2G"))
-    per_student = _bytes("HUB_MEM_PER_STUDENT", get("HUB_MEM_PER_STUDENT", "1G"))
+    mem_limit = _positive_bytes("HUB_MEM_LIMIT", get("HUB_MEM_LIMIT", "2G"))
+    per_student = _positive_bytes("HUB_MEM_PER_STUDENT", get("HUB_MEM_PER_STUDENT", "1G"))
     reserve = _bytes("HUB_MEM_RESERVE", get("HUB_MEM_RESERVE", "2G"))
+    if mem_limit > (total := mem_total()):
+        raise SettingError(
+            f"make hub: HUB_MEM_LIMIT ({mib(mem_limit)}) is above this machine's memory "
+            f"({mib(total)}): a student's cap must fit the machine"
+        )
     if per_student > mem_limit:
         raise SettingError(
             f"make hub: HUB_MEM_PER_STUDENT ({per_student / GIB:.1f} GiB) is above "
@@ -160,6 +184,17 @@ def settings(environ: os._Environ | dict = os.environ) -> Settings:
     ssl_cert, ssl_key = get("HUB_SSL_CERT", ""), get("HUB_SSL_KEY", "")
     if bool(ssl_cert) != bool(ssl_key):
         raise SettingError("make hub: give both HUB_SSL_CERT and HUB_SSL_KEY, or neither")
+    for name, value in (("HUB_SSL_CERT", ssl_cert), ("HUB_SSL_KEY", ssl_key)):
+        if value and not Path(value).is_file():
+            raise SettingError(f"make hub: {name}={value} is not a file; name the PEM file")
+    if ip not in LOOPBACK and not ssl_cert and get(TLS_PROXY_ENV, "") != "1":
+        raise SettingError(
+            f"make hub: HUB_IP={ip} without TLS would send passwords in clear text: give "
+            f"HUB_SSL_CERT and HUB_SSL_KEY, or {TLS_PROXY_ENV}=1 if a proxy in front terminates TLS"
+        )
+    srv = Path(get("HUB_SRV", "/srv/blitz")).resolve()
+    if srv.exists() and not srv.is_dir():
+        raise SettingError(f"make hub: HUB_SRV={srv} is not a folder; name a new folder")
     return Settings(
         ip=ip,
         port=port,
@@ -169,7 +204,7 @@ def settings(environ: os._Environ | dict = os.environ) -> Settings:
         ),
         teacher=teacher,
         class_size=class_size,
-        srv=Path(get("HUB_SRV", "/srv/blitz")).resolve(),
+        srv=srv,
         lessons=Path(get("HUB_LESSONS", str(ROOT))).resolve(),
         branch=get("HUB_BRANCH", "main"),
         mem_limit=mem_limit,
@@ -217,10 +252,28 @@ def gitconfig_text(s: Settings) -> str:
     )
 
 
-def is_student_or_teacher(name: str, teacher: str) -> bool:
+def made_accounts(s: Settings) -> set[str]:
+    """The Unix accounts this hub made (its record in the state folder)."""
+    try:
+        return set((s.state_dir / ACCOUNTS_FILE).read_text(encoding="utf-8").split())
+    except FileNotFoundError:
+        return set()
+
+
+def record_account(s: Settings, name: str) -> None:
+    """Add ``name`` to the accounts this hub made (root-only, in the state folder)."""
+    fd = os.open(s.state_dir / ACCOUNTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(name + "\n")
+
+
+def is_student_or_teacher(
+    name: str, teacher: str, made: set[str] | frozenset = frozenset()
+) -> bool:
     """Whether the hub may sign ``name`` in: the teacher, a name no account has yet (the hub
-    creates it), or an account the hub created (in STUDENTS_GROUP). Never root, a system
-    account or another person's account on this machine, whose files the spawner would open."""
+    creates it), or an account this hub created (recorded in ``made``, and in STUDENTS_GROUP).
+    Never root, a system account, another person's account on this machine, or another hub's
+    or term's student, whose files the spawner would open."""
     import grp
 
     if name == teacher:
@@ -229,6 +282,8 @@ def is_student_or_teacher(name: str, teacher: str) -> bool:
         account = pwd.getpwnam(name)
     except KeyError:
         return True
+    if name not in made:
+        return False
     try:
         group = grp.getgrnam(STUDENTS_GROUP)
     except KeyError:

@@ -9,6 +9,7 @@ the teacher's clone), prints the link to hand out, then becomes JupyterHub (exec
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
 import socket
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools import owned as hub_owned
 from tools.teaching import classroom
 
 CONFIG = Path(__file__).resolve().parent / "jupyterhub_config.py"
@@ -50,27 +52,80 @@ def _readable_by_all(path: Path) -> Path | None:
     return None
 
 
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:  # streamed: the bytes are hashed, never held
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _own_folder(folder: Path, mode: int, what: str) -> None:
+    """``folder`` made root's with ``mode``, or, when there, refused unless it already is:
+    the hub never re-owns or re-modes a folder (someone else's files would change hands)."""
+    if not folder.exists() and not folder.is_symlink():
+        folder.mkdir(mode=mode)
+        os.chmod(folder, mode)  # mkdir's mode passes through the umask
+        return
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or stat.S_IMODE(st.st_mode) != mode:
+        _fail(
+            f"make hub: {folder} ({what}) is not a root-owned folder with mode {mode:o}; the hub "
+            f"does not re-own it. Name a new HUB_SRV (the hub makes it)"
+        )
+
+
+def _publish_subset(given: str, shared: Path) -> list[str]:
+    """Copy the file ``given`` (BLITZ_CIFAR10_SUBSET) to ``shared``, readable by every student,
+    only when its checksum is the CIFAR-10 subset's (a root-only file of anything else would
+    otherwise be published); what was done, as lines to print."""
+    from utils.data import SUBSET_SHA256  # here: only a hub given a subset needs it
+
+    source = Path(given).expanduser()
+    if not hub_owned.is_regular(source):
+        _fail(f"make hub: BLITZ_CIFAR10_SUBSET={given} is not a file; name cifar10-subset.npz")
+    if (digest := _sha256(source)) != SUBSET_SHA256:
+        _fail(
+            f"make hub: BLITZ_CIFAR10_SUBSET={given} has sha256 {digest}, not the CIFAR-10 "
+            "subset's: nothing published. Name a good cifar10-subset.npz (DATA.md)"
+        )
+    if hub_owned.is_regular(shared) and _sha256(shared) == SUBSET_SHA256:
+        return [f"the CIFAR-10 subset at {shared} is already published (sha256 checked)"]
+    tmp = shared.with_name(f".{shared.name}.tmp")
+    with open(source, "rb") as src, open(tmp, "xb") as dst:
+        shutil.copyfileobj(src, dst)
+    os.chmod(tmp, 0o444)
+    os.replace(tmp, shared)
+    size = shared.stat().st_size
+    return [f"published {given} to {shared} ({size:,} bytes, sha256 {digest}, read-only)"]
+
+
 def _prepare(s: classroom.Settings) -> list[str]:
-    """HUB_SRV's folders and files, root-owned; what was done, as lines to print."""
+    """HUB_SRV's folders and files, root-owned, in a folder the hub made; what was done, as
+    lines to print."""
     done = []
+    mark = s.srv / classroom.SRV_MARK
     if not s.srv.exists():
         s.srv.mkdir(mode=0o755, parents=True)
+        os.chmod(s.srv, 0o755)
+        mark.write_text("HUB_SRV: made by make hub (tools/teaching/hub.py)\n")
         done.append(f"made {s.srv} for the hub's files")
-    for folder, mode in ((s.state_dir, 0o700), (s.data_dir, 0o755)):
-        folder.mkdir(exist_ok=True)  # the hub's own folders: root's, whatever they were
-        os.chown(folder, 0, 0)
-        os.chmod(folder, mode)  # state: the database and secrets; data: students only read
-    s.gitconfig.write_text(classroom.gitconfig_text(s))
-    os.chmod(s.gitconfig, 0o644)
+    elif not hub_owned.is_regular(mark):
+        _fail(
+            f"make hub: HUB_SRV={s.srv} exists and make hub did not make it (no {mark.name}): "
+            "the hub writes only in a folder of its own. Name a new folder: HUB_SRV=/srv/blitz"
+        )
+    _own_folder(s.srv, 0o755, "HUB_SRV")
+    _own_folder(s.state_dir, 0o700, "the hub's state: database and secrets")
+    _own_folder(s.data_dir, 0o755, "the shared data: students only read")
+    tmp = s.gitconfig.with_name(".gitconfig.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(classroom.gitconfig_text(s))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, s.gitconfig)  # replaces a link, never writes through one
     given = os.environ.get("BLITZ_CIFAR10_SUBSET", "").strip()
     shared = s.data_dir / classroom.SUBSET_NAME
-    if given and Path(given).is_file():
-        if not shared.is_file() or Path(given).read_bytes() != shared.read_bytes():
-            tmp = shared.with_suffix(".tmp")
-            shutil.copyfile(given, tmp)
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, shared)
-            done.append(f"copied the CIFAR-10 subset {given} to {shared} (read-only)")
+    if given:
+        done += _publish_subset(given, shared)
     if shared.is_file():
         done.append(f"notebook 04 reads the shared subset {shared} (BLITZ_CIFAR10_SUBSET)")
     else:

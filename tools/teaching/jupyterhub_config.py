@@ -4,6 +4,7 @@
 # JupyterHub runs this file with `c` (its config object) defined.
 # ruff: noqa: F821
 
+import inspect
 import os
 import sys
 
@@ -42,14 +43,21 @@ c.JupyterHub.cleanup_servers = True
 
 # --- Who gets in ------------------------------------------------------------------------
 class _Classroom(LocalAuthenticator):
-    """A Unix account for each student on first sign-in (LocalAuthenticator), and never
-    root, a system account or a person's existing account (their files would open)."""
+    """A Unix account for each student on first sign-in (LocalAuthenticator), recorded in the
+    hub's state folder; never root, a system account, a person's existing account or another
+    hub's or term's student, though in the students' group (their files would open)."""
 
     def check_blocked_users(self, username, authentication=None):
-        if not classroom.is_student_or_teacher(username, s.teacher):
-            self.log.warning("Refused %s: a Unix account the hub did not create", username)
+        if not classroom.is_student_or_teacher(username, s.teacher, classroom.made_accounts(s)):
+            self.log.warning("Refused %s: a Unix account this hub did not create", username)
             return False
         return super().check_blocked_users(username, authentication)
+
+    async def add_system_user(self, user):
+        done = super().add_system_user(user)
+        if inspect.isawaitable(done):
+            await done
+        classroom.record_account(s, user.name)  # made here: this hub may serve it
 
 
 class ClassNativeAuthenticator(_Classroom, NativeAuthenticator):
