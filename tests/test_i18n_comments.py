@@ -187,11 +187,9 @@ def test_a_catalog_that_changes_a_code_token_is_rejected(tmp_path: Path, capsys)
     _edit_catalog(root, "code", bad)  # by hand, past `import`
     problems = i18n.check(english.parent, "zh", root)
     assert any("cell code: the code changed" in p and "torch.ones(4)" in p for p in problems)
-    # The build never writes the changed code: the cell keeps the English source.
-    built = i18n.translate(
-        nbformat.read(english, as_version=4), i18n.Catalog.load(english, "zh", root)
-    )
-    assert built.cells[1].source == CODE
+    # The build never writes the changed code: it refuses the catalog, as `check` does.
+    with pytest.raises(i18n.I18nError, match=r"cell code: the code changed .*torch\.ones\(4\)"):
+        i18n.translate(nbformat.read(english, as_version=4), i18n.Catalog.load(english, "zh", root))
     assert i18n.main(["--notebooks", str(english.parent), "--translations", str(root), "check"])
     assert "the code changed" in capsys.readouterr().out
 
@@ -405,11 +403,12 @@ def test_only_docstrings_and_comments_may_change(tmp_path: Path, bad: str) -> No
     english = _notebook(tmp_path, DOCS)
     with pytest.raises(i18n.I18nError, match="the code changed"):
         i18n.record(english, {"code": bad}, "zh", tmp_path / "translations", False)
-    # Had a catalog held it anyway, the build keeps the English cell.
+    # Had a catalog held it anyway, the build refuses it (issue 46 case 1: as `check` does).
     nb = nbformat.read(english, as_version=4)
     catalog = i18n.Catalog.load(english, "zh", tmp_path / "translations")
     catalog.entries["code"] = i18n.Entry(bad, i18n.source_hash(DOCS))
-    assert i18n.translate(nb, catalog).cells[1].source == DOCS
+    with pytest.raises(i18n.I18nError, match="the code changed"):
+        i18n.translate(nb, catalog)
 
 
 def test_docstrings_follow_the_glossary_and_the_punctuation_rules(tmp_path: Path) -> None:
