@@ -423,3 +423,27 @@ def test_docstrings_follow_the_glossary_and_the_punctuation_rules(tmp_path: Path
         "half-width punctuation" in p
         for p in i18n.code_damage('def f():\n    """Why."""', 'def f():\n    """GPU: 原因。"""')
     )
+
+
+def test_english_left_in_a_comment_is_found(tmp_path: Path) -> None:
+    # Issue 45 item 12: 04's catalog kept two English comments and `check` passed.
+    left = CODE_ZH.replace("# 三个 1", "# shuffling and augmentation draw from it")
+    assert any("is still English" in p for p in i18n.code_damage(CODE, left))
+    english = _notebook(tmp_path)
+    root = tmp_path / "translations"
+    with pytest.raises(i18n.I18nError, match="'shuffling and augmentation draw from it' is still"):
+        _record_all(english, root, left)
+    _record_all(english, root)
+    _edit_catalog(root, "code", left)  # by hand, past `import`
+    assert any(
+        "cell code: 'shuffling and augmentation draw from it' is still English" in p
+        for p in i18n.check(english.parent, "zh", root)
+    )
+    # A shape, a path, a name, a term beside Chinese, or a markdown block's Chinese comment pass.
+    for kept in ("# N x 16 x 5 x 5", "# scripts/train_ddp.py", "# `torch.backends.cudnn` 的开关"):
+        assert not i18n.english_left(kept.lstrip("# ")), kept
+    block = "```python\nx = 1  # one more time for luck\n```"
+    assert any("is still English" in p for p in i18n.damage(block, block))
+    assert not any(
+        "is still English" in p for p in i18n.damage(block, "```python\nx = 1  # 再来一次\n```")
+    )

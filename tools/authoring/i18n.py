@@ -199,6 +199,14 @@ def damage(english: str, translation: str) -> list[str]:
             for item, count in en.items()
             if tr[item] < count and not item.startswith("#")
         ]
+    problems += _untranslated(  # the comments of its code blocks
+        [
+            line[start:].lstrip("#").strip()
+            for m in _FENCE.finditer(translation)
+            for line in m[4].splitlines()
+            if (start := _comment_start(line, shell=True)[0]) is not None
+        ]
+    )
     problems += rendered_markup(english, translation)
     levels = [[len(h) for h in _HEADING.findall(t)] for t in (english, translation)]
     if levels[0] != levels[1]:
@@ -311,6 +319,25 @@ _DIRECTIVE = re.compile(
     r"|fmt:\s*(?:skip|off|on)\b|isort:\s*\w+|pragma:?\s*no\s*cover\b|NBVAL_[A-Z_]+)"
 )
 # Half-width punctuation touching Chinese text (Chinese sentences take ，；：？！（）).
+# Three English words in a row (two letters or more each: not ``N x 6 x 14``, a shape) in a
+# comment with no Chinese at all: a comment left untranslated.
+_ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ \t]+[A-Za-z]{2,}){2,}")
+
+
+def english_left(text: str) -> bool:
+    """Whether ``text`` (a translated comment or docstring) still reads as English."""
+    text = _CODE_SPAN.sub("□", text)
+    return not _HAS_CJK.search(text) and _ENGLISH_RUN.search(text) is not None
+
+
+def _untranslated(texts: list[str]) -> list[str]:
+    return [
+        f"{text!r} is still English: translate the comment (an identifier or a shape may stay)"
+        for text in texts
+        if english_left(text)
+    ]
+
+
 _HALF_WIDTH = re.compile(f"[{_CJK}][,;:?!)]|[,;:?!]\\s*[{_CJK}]|\\([{_CJK}]")
 
 
@@ -522,6 +549,7 @@ def code_damage(english: str, translation: str) -> list[str]:
         if width(line) > CODE_WIDTH and line not in english_lines
     ]
     texts = [c.words for c in comments(translation)] + [d.text for d in docstrings(translation)]
+    problems += _untranslated(texts)
     for text in texts:
         if bad := _HALF_WIDTH.search(_CODE_SPAN.sub("□", text)):
             problems.append(
