@@ -699,3 +699,16 @@ def test_the_readme_shows_no_token_anyone_could_guess() -> None:
         guessable = [s[:20] for s in shown if not s.startswith(("...", generated))]
         assert not guessable, f"{name}: LAB_TOKEN={guessable}"
         assert any(s.startswith(generated) for s in shown), f"{name}: show how to generate one"
+
+
+@pytest.mark.parametrize("english", NOTEBOOKS, ids=IDS)
+def test_the_chinese_assignment_keeps_no_word_about_the_answers_it_lacks(english: Path) -> None:
+    # Issue 45 item 13: the assignment cuts each sentence naming the solutions (参考答案); a
+    # sentence after it ("请先自己做每道题，再打开答案。") was left, about answers it lacks.
+    from tools.teaching import assignments
+
+    for cell in nbformat.read(i18n.translated_path(english), as_version=4).cells:
+        if cell.cell_type == "markdown" and "exercise" in cell.metadata.get("tags", []):
+            kept = assignments._without_solution_sentences(cell.source, "zh")
+            left = re.sub("写答案|答案单元格|你的答案", "", i18n._FENCE.sub("", kept))
+            assert "答案" not in left and "先自己做" not in left, (cell.id, kept)
