@@ -712,3 +712,11 @@ def test_the_chinese_assignment_keeps_no_word_about_the_answers_it_lacks(english
             kept = assignments._without_solution_sentences(cell.source, "zh")
             left = re.sub("写答案|答案单元格|你的答案", "", i18n._FENCE.sub("", kept))
             assert "答案" not in left and "先自己做" not in left, (cell.id, kept)
+
+
+@pytest.mark.parametrize("english", NOTEBOOKS, ids=IDS)
+def test_the_chinese_headers_put_the_colon_in_one_place(english: Path) -> None:
+    # Issue 45 (low): "**先修：**" against "**学习时间**：": the colon follows the bold label.
+    header = nbformat.read(i18n.translated_path(english), as_version=4).cells[0].source
+    labels = re.findall(r"^\*\*[^*\n]+\*\*[：:]?", header, re.M)
+    assert labels and all(label.endswith("**：") for label in labels if label != "**目标**"), labels
