@@ -720,3 +720,27 @@ def test_the_chinese_headers_put_the_colon_in_one_place(english: Path) -> None:
     header = nbformat.read(i18n.translated_path(english), as_version=4).cells[0].source
     labels = re.findall(r"^\*\*[^*\n]+\*\*[：:]?", header, re.M)
     assert labels and all(label.endswith("**：") for label in labels if label != "**目标**"), labels
+
+
+def _lesson_rows(section: str, unit: str) -> dict[str, str]:
+    """A README lesson table's rows: lesson number (or the total) -> its learner times."""
+    rows = re.findall(rf"^\|(?: (\d\d))? \|.*\| (\**\d+\**(?: / \d+){{2}}) {unit} \|$", section, re.M)
+    return {number or "all": times for number, times in rows}
+
+
+def test_the_chinese_quick_start_has_the_lesson_table_and_a_chinese_data_guide() -> None:
+    # Issue 45 item 14: the Chinese section had no lesson table and pointed to DATA.md only.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    english, chinese = readme.split("\n## 中文快速开始", 1)
+    chinese = chinese.split("\n## ")[0]
+    en_rows, zh_rows = _lesson_rows(english, "min"), _lesson_rows(chinese, "分钟")
+    assert len(en_rows) == len(NOTEBOOKS) + 1, en_rows
+    assert zh_rows == en_rows, "copy the English table's learner times into the Chinese table"
+    for path in NOTEBOOKS:
+        assert f"(notebooks/zh/{path.name})" in chinese, f"the Chinese table lacks {path.name}"
+    assert "(DATA.zh.md)" in chinese
+    # DATA.zh.md says what DATA.md says: every code block, code span, link and heading level
+    # (a code span DATA.md breaks over two lines is one line in Chinese), in the rules' style.
+    en, zh = ((ROOT / name).read_text(encoding="utf-8") for name in ("DATA.md", "DATA.zh.md"))
+    en = re.sub(r"`([^`\n]*)\n([^`\n]*)`", r"`\1 \2`", en)
+    assert i18n.damage(en, zh) == []
