@@ -724,7 +724,8 @@ def test_the_chinese_headers_put_the_colon_in_one_place(english: Path) -> None:
 
 def _lesson_rows(section: str, unit: str) -> dict[str, str]:
     """A README lesson table's rows: lesson number (or the total) -> its learner times."""
-    rows = re.findall(rf"^\|(?: (\d\d))? \|.*\| (\**\d+\**(?: / \d+){{2}}) {unit} \|$", section, re.M)
+    row = rf"^\|(?: (\d\d))? \|.*\| (\**\d+\**(?: / \d+){{2}}) {unit} \|$"
+    rows = re.findall(row, section, re.M)
     return {number or "all": times for number, times in rows}
 
 
