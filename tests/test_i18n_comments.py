@@ -187,11 +187,9 @@ def test_a_catalog_that_changes_a_code_token_is_rejected(tmp_path: Path, capsys)
     _edit_catalog(root, "code", bad)  # by hand, past `import`
     problems = i18n.check(english.parent, "zh", root)
     assert any("cell code: the code changed" in p and "torch.ones(4)" in p for p in problems)
-    # The build never writes the changed code: the cell keeps the English source.
-    built = i18n.translate(
-        nbformat.read(english, as_version=4), i18n.Catalog.load(english, "zh", root)
-    )
-    assert built.cells[1].source == CODE
+    # The build never writes the changed code: it refuses the catalog, as `check` does.
+    with pytest.raises(i18n.I18nError, match=r"cell code: the code changed .*torch\.ones\(4\)"):
+        i18n.translate(nbformat.read(english, as_version=4), i18n.Catalog.load(english, "zh", root))
     assert i18n.main(["--notebooks", str(english.parent), "--translations", str(root), "check"])
     assert "the code changed" in capsys.readouterr().out
 
@@ -405,11 +403,12 @@ def test_only_docstrings_and_comments_may_change(tmp_path: Path, bad: str) -> No
     english = _notebook(tmp_path, DOCS)
     with pytest.raises(i18n.I18nError, match="the code changed"):
         i18n.record(english, {"code": bad}, "zh", tmp_path / "translations", False)
-    # Had a catalog held it anyway, the build keeps the English cell.
+    # Had a catalog held it anyway, the build refuses it (issue 46 case 1: as `check` does).
     nb = nbformat.read(english, as_version=4)
     catalog = i18n.Catalog.load(english, "zh", tmp_path / "translations")
     catalog.entries["code"] = i18n.Entry(bad, i18n.source_hash(DOCS))
-    assert i18n.translate(nb, catalog).cells[1].source == DOCS
+    with pytest.raises(i18n.I18nError, match="the code changed"):
+        i18n.translate(nb, catalog)
 
 
 def test_docstrings_follow_the_glossary_and_the_punctuation_rules(tmp_path: Path) -> None:
@@ -423,4 +422,28 @@ def test_docstrings_follow_the_glossary_and_the_punctuation_rules(tmp_path: Path
     assert any(
         "half-width punctuation" in p
         for p in i18n.code_damage('def f():\n    """Why."""', 'def f():\n    """GPU: 原因。"""')
+    )
+
+
+def test_english_left_in_a_comment_is_found(tmp_path: Path) -> None:
+    # Issue 45 item 12: 04's catalog kept two English comments and `check` passed.
+    left = CODE_ZH.replace("# 三个 1", "# shuffling and augmentation draw from it")
+    assert any("is still English" in p for p in i18n.code_damage(CODE, left))
+    english = _notebook(tmp_path)
+    root = tmp_path / "translations"
+    with pytest.raises(i18n.I18nError, match="'shuffling and augmentation draw from it' is still"):
+        _record_all(english, root, left)
+    _record_all(english, root)
+    _edit_catalog(root, "code", left)  # by hand, past `import`
+    assert any(
+        "cell code: 'shuffling and augmentation draw from it' is still English" in p
+        for p in i18n.check(english.parent, "zh", root)
+    )
+    # A shape, a path, a name, a term beside Chinese, or a markdown block's Chinese comment pass.
+    for kept in ("# N x 16 x 5 x 5", "# scripts/train_ddp.py", "# `torch.backends.cudnn` 的开关"):
+        assert not i18n.english_left(kept.lstrip("# ")), kept
+    block = "```python\nx = 1  # one more time for luck\n```"
+    assert any("is still English" in p for p in i18n.damage(block, block))
+    assert not any(
+        "is still English" in p for p in i18n.damage(block, "```python\nx = 1  # 再来一次\n```")
     )

@@ -12,6 +12,7 @@ norecursedirs; checked in tests/test_notebooks_guard.py).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from tests.toc import list_lessons
 from tools.authoring import i18n
 from tools.lessons import lesson_notebooks
+from tools.publishing import build_site
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
@@ -86,19 +88,48 @@ def test_every_markdown_cell_and_code_comment_has_a_current_translation(english:
 def test_chinese_notebook_has_the_english_code_and_outputs(english: Path) -> None:
     chinese = i18n.translated_path(english)
     assert chinese.exists(), f"{chinese} is missing: run `make translations`"
-    en = nbformat.read(english, as_version=4)
+    en = i18n.check_lines(nbformat.read(english, as_version=4), "zh")
     zh = nbformat.read(chinese, as_version=4)
     found = differences(en, zh)
     assert not found, f"{chinese} differs from {english} ({found[:5]}): run `make translations`"
-    # Outputs byte for byte, as stored: nbval checks the English ones only.
-    en_raw, zh_raw = (
-        json.loads(p.read_text(encoding="utf-8"))["cells"] for p in (english, chinese)
-    )
+    # Outputs as stored, byte for byte (nbval checks the English ones only), but for the
+    # exercise checks' lines, which speak Chinese (test below).
+    en_raw = json.loads(nbformat.writes(en))["cells"]
+    zh_raw = json.loads(chinese.read_text(encoding="utf-8"))["cells"]
     for en_cell, zh_cell in zip(en_raw, zh_raw, strict=True):
         assert json.dumps(en_cell.get("outputs")) == json.dumps(zh_cell.get("outputs")), (
             f"{chinese}: cell {en_cell.get('id')}: outputs differ from the English notebook"
         )
     # Whether it is exactly what `make translations` writes now: tests/test_generate.py.
+
+
+CHECK_LINE = re.compile(r"^([✓✗…]) (\S+) (\d+)(.*)$", re.M)  # an exercise check's stored line
+
+
+@pytest.mark.parametrize("english", NOTEBOOKS, ids=IDS)
+def test_the_chinese_notebooks_check_lines_are_chinese(
+    english: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 45 item 11: a Chinese learner reads what the checks print in Chinese, before
+    # running them: each stored line is the one the check prints with BLITZ_LANG=zh.
+    from utils import exercises
+
+    monkeypatch.setenv("BLITZ_LANG", "zh")
+    stored = {
+        lang: [
+            m.groups()
+            for cell in nbformat.read(path, as_version=4).cells
+            for out in cell.get("outputs", [])
+            if out.get("output_type") == "stream"
+            for m in CHECK_LINE.finditer(out.text)
+        ]
+        for lang, path in (("en", english), ("zh", i18n.translated_path(english)))
+    }
+    assert [(m, n) for m, _, n, _ in stored["zh"]] == [(m, n) for m, _, n, _ in stored["en"]]
+    for mark, word, n, rest in stored["zh"]:
+        answer = ... if mark == "…" else None
+        said = exercises.Exercise(int(n), lambda *a: None).outcome(answer)[1]
+        assert f"{mark} {word} {n}{rest}" == said, "run `make translations`"
 
 
 def test_no_chinese_notebook_without_an_english_one() -> None:
@@ -445,7 +476,7 @@ PAGE_ATTACKS = {
 
 @pytest.mark.parametrize("attack", PAGE_ATTACKS.values(), ids=PAGE_ATTACKS)
 def test_a_translation_puts_nothing_on_the_page_the_english_does_not(
-    tmp_path: Path, cli, attack: str
+    tmp_path: Path, cli, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, attack: str
 ) -> None:
     # Rule: a translation is checked as rendered: no element, attribute or address the
     # English cell's rendering lacks (beyond plain Markdown).
@@ -457,6 +488,28 @@ def test_a_translation_puts_nothing_on_the_page_the_english_does_not(
 
     problems = _checked_by_hand(english, tmp_path, GOOD["tail"] + attack)
     assert any("tail:" in p and "on the page" in p for p in problems), problems
+
+    # Issue 46 case 1: the build refuses what `check` refuses, by the same function:
+    # `make translations` (i18n build) and `make html` (build_site calls i18n.translate).
+    built = i18n.translated_path(english)
+    before = built.read_bytes()  # what `record` wrote while the catalog was sound
+    code, _, err = cli("build")
+    assert code == 1 and "refused" in err and "tail:" in err and "on the page" in err, err
+    assert built.read_bytes() == before
+    nb, catalog = (
+        i18n.read_notebook(english),
+        i18n.Catalog.load(english, "zh", tmp_path / "translations"),
+    )
+    with pytest.raises(i18n.I18nError, match="on the page"):
+        i18n.translate(nb, catalog)
+    site = tmp_path / "site"  # the tiny lesson has no real header: that is not what is tested
+    monkeypatch.setattr(build_site, "parse_header", lambda path, nb: None)
+    folders = ["--notebooks", str(english.parent), "--translations", str(tmp_path / "translations")]
+    assert build_site.main([*folders, "--out", str(site)]) == 1
+    assert "refused" in capsys.readouterr().err and not site.exists()
+    assert i18n.refused(nb, catalog) == [
+        p.removeprefix("01_tiny: ") for p in problems if "tail:" in p
+    ]
 
 
 def test_a_benign_translation_passes_the_rendered_check(tmp_path: Path, cli) -> None:
@@ -646,3 +699,49 @@ def test_the_readme_shows_no_token_anyone_could_guess() -> None:
         guessable = [s[:20] for s in shown if not s.startswith(("...", generated))]
         assert not guessable, f"{name}: LAB_TOKEN={guessable}"
         assert any(s.startswith(generated) for s in shown), f"{name}: show how to generate one"
+
+
+@pytest.mark.parametrize("english", NOTEBOOKS, ids=IDS)
+def test_the_chinese_assignment_keeps_no_word_about_the_answers_it_lacks(english: Path) -> None:
+    # Issue 45 item 13: the assignment cuts each sentence naming the solutions (参考答案); a
+    # sentence after it ("请先自己做每道题，再打开答案。") was left, about answers it lacks.
+    from tools.teaching import assignments
+
+    for cell in nbformat.read(i18n.translated_path(english), as_version=4).cells:
+        if cell.cell_type == "markdown" and "exercise" in cell.metadata.get("tags", []):
+            kept = assignments._without_solution_sentences(cell.source, "zh")
+            left = re.sub("写答案|答案单元格|你的答案", "", i18n._FENCE.sub("", kept))
+            assert "答案" not in left and "先自己做" not in left, (cell.id, kept)
+
+
+@pytest.mark.parametrize("english", NOTEBOOKS, ids=IDS)
+def test_the_chinese_headers_put_the_colon_in_one_place(english: Path) -> None:
+    # Issue 45 (low): "**先修：**" against "**学习时间**：": the colon follows the bold label.
+    header = nbformat.read(i18n.translated_path(english), as_version=4).cells[0].source
+    labels = re.findall(r"^\*\*[^*\n]+\*\*[：:]?", header, re.M)
+    assert labels and all(label.endswith("**：") for label in labels if label != "**目标**"), labels
+
+
+def _lesson_rows(section: str, unit: str) -> dict[str, str]:
+    """A README lesson table's rows: lesson number (or the total) -> its learner times."""
+    row = rf"^\|(?: (\d\d))? \|.*\| (\**\d+\**(?: / \d+){{2}}) {unit} \|$"
+    rows = re.findall(row, section, re.M)
+    return {number or "all": times for number, times in rows}
+
+
+def test_the_chinese_quick_start_has_the_lesson_table_and_a_chinese_data_guide() -> None:
+    # Issue 45 item 14: the Chinese section had no lesson table and pointed to DATA.md only.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    english, chinese = readme.split("\n## 中文快速开始", 1)
+    chinese = chinese.split("\n## ")[0]
+    en_rows, zh_rows = _lesson_rows(english, "min"), _lesson_rows(chinese, "分钟")
+    assert len(en_rows) == len(NOTEBOOKS) + 1, en_rows
+    assert zh_rows == en_rows, "copy the English table's learner times into the Chinese table"
+    for path in NOTEBOOKS:
+        assert f"(notebooks/zh/{path.name})" in chinese, f"the Chinese table lacks {path.name}"
+    assert "(DATA.zh.md)" in chinese
+    # DATA.zh.md says what DATA.md says: every code block, code span, link and heading level
+    # (a code span DATA.md breaks over two lines is one line in Chinese), in the rules' style.
+    en, zh = ((ROOT / name).read_text(encoding="utf-8") for name in ("DATA.md", "DATA.zh.md"))
+    en = re.sub(r"`([^`\n]*)\n([^`\n]*)`", r"`\1 \2`", en)
+    assert i18n.damage(en, zh) == []

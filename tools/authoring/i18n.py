@@ -199,6 +199,14 @@ def damage(english: str, translation: str) -> list[str]:
             for item, count in en.items()
             if tr[item] < count and not item.startswith("#")
         ]
+    problems += _untranslated(  # the comments of its code blocks
+        [
+            line[start:].lstrip("#").strip()
+            for m in _FENCE.finditer(translation)
+            for line in m[4].splitlines()
+            if (start := _comment_start(line, shell=True)[0]) is not None
+        ]
+    )
     problems += rendered_markup(english, translation)
     levels = [[len(h) for h in _HEADING.findall(t)] for t in (english, translation)]
     if levels[0] != levels[1]:
@@ -311,6 +319,25 @@ _DIRECTIVE = re.compile(
     r"|fmt:\s*(?:skip|off|on)\b|isort:\s*\w+|pragma:?\s*no\s*cover\b|NBVAL_[A-Z_]+)"
 )
 # Half-width punctuation touching Chinese text (Chinese sentences take ，；：？！（）).
+# Three English words in a row (two letters or more each: not ``N x 6 x 14``, a shape) in a
+# comment with no Chinese at all: a comment left untranslated.
+_ENGLISH_RUN = re.compile(r"[A-Za-z]{2,}(?:[ \t]+[A-Za-z]{2,}){2,}")
+
+
+def english_left(text: str) -> bool:
+    """Whether ``text`` (a translated comment or docstring) still reads as English."""
+    text = _CODE_SPAN.sub("□", text)
+    return not _HAS_CJK.search(text) and _ENGLISH_RUN.search(text) is not None
+
+
+def _untranslated(texts: list[str]) -> list[str]:
+    return [
+        f"{text!r} is still English: translate the comment (an identifier or a shape may stay)"
+        for text in texts
+        if english_left(text)
+    ]
+
+
 _HALF_WIDTH = re.compile(f"[{_CJK}][,;:?!)]|[,;:?!]\\s*[{_CJK}]|\\([{_CJK}]")
 
 
@@ -522,6 +549,7 @@ def code_damage(english: str, translation: str) -> list[str]:
         if width(line) > CODE_WIDTH and line not in english_lines
     ]
     texts = [c.words for c in comments(translation)] + [d.text for d in docstrings(translation)]
+    problems += _untranslated(texts)
     for text in texts:
         if bad := _HALF_WIDTH.search(_CODE_SPAN.sub("□", text)):
             problems.append(
@@ -648,10 +676,59 @@ def status(nb: Notebook, catalog: Catalog) -> Status:
     return result
 
 
+def refused(nb: Notebook, catalog: Catalog, state: Status | None = None) -> list[str]:
+    """What in ``catalog`` no build may place, one line each (``check`` lists the same):
+    every current entry that :func:`damage` or :func:`code_damage` finds fault with, a
+    script or an off-site load the page would run included. ``state``: ``status``'s, if known."""
+    state = status(nb, catalog) if state is None else state
+    return [f"cell {i}: {p}" for i, lost in state.damaged.items() for p in lost]
+
+
+def check_lines(nb: Notebook, lang: str) -> Notebook:
+    """``nb`` with each stored exercise-check line (right, or not done yet) as the checks
+    print it in ``lang``: the same messages, from utils.exercises. nbval compares only the
+    mark and the number (tests/nbval_sanitize.cfg); a line with a hint is left as stored."""
+    from utils import exercises  # imports torch: only when a translation is written
+
+    if lang not in exercises.LANGUAGES:
+        return nb
+    said: dict[str, str] = {}  # the English line -> the same line in lang
+    asked: set[int] = set()  # the exercise numbers whose lines are in ``said``
+
+    def localized(line: str) -> str:
+        for n in map(int, re.findall(r"\d+", line)[:1]):  # the exercise's number comes first
+            if n in asked:
+                continue
+            asked.add(n)
+            sample = exercises.Exercise(n, lambda *answers: None)
+            for answer in (None, ...):  # right, not done yet
+                english, translated = (sample.outcome(answer, lang=x)[1] for x in ("en", lang))
+                said[english] = translated
+        return said.get(line, line)
+
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if output.get("output_type") == "stream" and isinstance(output.get("text"), str):
+                output.text = "".join(
+                    localized(line.rstrip("\n")) + "\n" * line.endswith("\n")
+                    for line in output.text.splitlines(True)
+                )
+    return nb
+
+
 def translate(nb: Notebook, catalog: Catalog) -> Notebook:
     """A copy of ``nb`` with each current translation in place: a code cell's only when its
     code is the English code (a catalog never changes what runs); a missing or stale one
-    keeps the English, never text about code that has since changed."""
+    keeps the English, never text about code that has since changed. The exercise checks'
+    stored lines speak the catalog's language (:func:`check_lines`). A catalog with an entry
+    :func:`refused` names is refused whole (``I18nError``): the build writes what ``check``
+    passes, never a page with a translator's script on it."""
+    if problems := refused(nb, catalog):
+        raise I18nError(
+            f"{_shown(catalog.path)}: nothing built, the translation is refused:\n  "
+            + "\n  ".join(problems)
+            + "\n(fix the entries with `python -m tools.authoring.i18n set`, then build again)"
+        )
     out = copy.deepcopy(nb)
     for cell in out.cells:
         entry = catalog.entries.get(cell.get("id", ""))
@@ -661,7 +738,7 @@ def translate(nb: Notebook, catalog: Catalog) -> Notebook:
             cell.cell_type == "code" and code_parts(cell.source) == code_parts(entry.text)
         ):
             cell.source = entry.text
-    return out
+    return check_lines(out, catalog.path.parent.name)
 
 
 def html_differences(english: Notebook, translated: Notebook) -> list[str]:
@@ -784,7 +861,7 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
             for what, ids in (("untranslated", state.missing), (stale, state.stale))
             if ids
         ]
-        found += [f"cell {i}: {p}" for i, lost in state.damaged.items() for p in lost]
+        found += refused(nb, catalog, state)
         if state.orphans:
             found.append(
                 f"{_shown(catalog.path)} has entries for cells that no longer exist: "
@@ -795,7 +872,9 @@ def check(notebooks_dir: Path, lang: str, root: Path) -> list[str]:
             found.append(f"{_shown(target)} does not exist (`make translations`)")
         elif html := html_differences(nb, load_notebook(target)):
             found += [f"{_shown(target)}: {p}" for p in html]
-        elif target.read_text(encoding="utf-8") != notebook_text(translate(nb, catalog)):
+        elif not state.damaged and target.read_text(encoding="utf-8") != notebook_text(
+            translate(nb, catalog)
+        ):
             found.append(
                 f"{_shown(target)} is not what `make translations` writes now (edited by hand, "
                 "or the English notebook or catalog changed since): `make translations`"
