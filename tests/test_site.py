@@ -992,6 +992,8 @@ def test_lesson_size_writes_the_readmes_learner_times(tmp_path: Path) -> None:
         "| # | notebook | topic | learner time |\n|---|---|---|---|\n"
         "| 07 | x | a, b | 9 / 9 / 9 min |\n| 08 | y | c | 1 / 1 / 1 min |\n"
         "| | all two | | **9** / 9 / 9 min |\n"
+        "\n## 中文\n| 07 | x | 甲 | 9 / 9 / 9 分钟 |\n| 08 | y | 乙 | 1 / 1 / 1 分钟 |\n"
+        "| | 全部两课 | | **9** / 9 / 9 分钟 |\n"
     )
     readme.write_text(stale)
     assert lesson_size.readme_problems(paths, readme) == [
@@ -1002,11 +1004,18 @@ def test_lesson_size_writes_the_readmes_learner_times(tmp_path: Path) -> None:
         "| 07 | x | a, b | 2 / 5 / 1 min |",
         "| 08 | y | c | 3 / 1 / 1 min |",
         "| | all two | | **5** / 6 / 2 min |",
+        "",
+        "## 中文",
+        "| 07 | x | 甲 | 2 / 5 / 1 分钟 |",  # the Chinese table is written from the same times
+        "| 08 | y | 乙 | 3 / 1 / 1 分钟 |",
+        "| | 全部两课 | | **5** / 6 / 2 分钟 |",
     ]
     readme.write_text(fresh)
     assert lesson_size.readme_problems(paths, readme) == []
     readme.write_text(fresh.replace("| 08 | y | c | 3 / 1 / 1 min |\n", ""))
     assert "one row per notebook" in lesson_size.readme_problems(paths, readme)[0]
+    readme.write_text(fresh.replace("| 08 | y | 乙 | 3 / 1 / 1 分钟 |\n", ""))  # Chinese
+    assert "'分钟' needs one row per notebook" in lesson_size.readme_problems(paths, readme)[0]
 
 
 # Rule: an --out that cannot be the site's own folder is refused in one line, nothing touched.

@@ -65,10 +65,12 @@ MEASURED_WITH = (
     "python -m tools.authoring.run_notebooks --record-times on {cpu}, {cpus} CPUs, "
     "OMP_NUM_THREADS={threads}"
 )
-# README's lesson table: a lesson's row ends in "| C / D / E min |", the total row in
-# "| **C** / D / E min |" (core / deep dives / exercises).
-_README_ROW = re.compile(r"^(\| (\d\d) \| .*\| )\d+ / \d+ / \d+ min \|$", re.M)
-_README_TOTAL = re.compile(r"^(\| \| all \w+ \| .*\| )\*\*\d+\*\* / \d+ / \d+ min \|$", re.M)
+# README's lesson tables, English and Chinese: a lesson's row ends in "| C / D / E min |"
+# ("分钟" in Chinese), the total row in "| **C** / D / E min |" (core / deep dives / exercises).
+_README_ROW = re.compile(r"^(\| (\d\d) \| .*\| )\d+ / \d+ / \d+ (min|分钟) \|$", re.M)
+_README_TOTAL = re.compile(
+    r"^(\| \| (?:all \w+|全部\w+) \| .*\| )\*\*\d+\*\* / \d+ / \d+ (min|分钟) \|$", re.M
+)
 
 
 def about(seconds: float, lang: str) -> str:
@@ -373,13 +375,14 @@ def readme_with_times(text: str, paths: list[Path]) -> str:
         lesson = lessons.get(match.group(2))
         if lesson is None:  # a row for a notebook that is gone: check reports it
             return match.group(0)
-        return f"{match.group(1)}{' / '.join(str(lesson.minutes(p)) for p in PARTS)} min |"
+        times = " / ".join(str(lesson.minutes(p)) for p in PARTS)
+        return f"{match.group(1)}{times} {match.group(3)} |"
 
     core, dives, exercises = (
         rounded(sum(lesson.exact_minutes(p) for lesson in lessons.values())) for p in PARTS
     )
     return _README_TOTAL.sub(
-        lambda m: f"{m.group(1)}**{core}** / {dives} / {exercises} min |",
+        lambda m: f"{m.group(1)}**{core}** / {dives} / {exercises} {m.group(2)} |",
         _README_ROW.sub(row, text),
     )
 
@@ -387,10 +390,15 @@ def readme_with_times(text: str, paths: list[Path]) -> str:
 def readme_problems(paths: list[Path], readme: Path = README) -> list[str]:
     """What ``check`` reports for the README's lesson table."""
     text = readme.read_text(encoding="utf-8")
-    numbers = sorted(m.group(2) for m in _README_ROW.finditer(text))
     found = []
-    if numbers != sorted(path.stem[:2] for path in paths) or not _README_TOTAL.search(text):
-        found.append(f"{readme.name}: the lesson table needs one row per notebook and a total row")
+    for unit in ("min", "分钟"):  # the English table and the Chinese one
+        numbers = sorted(m.group(2) for m in _README_ROW.finditer(text) if m.group(3) == unit)
+        totals = [m for m in _README_TOTAL.finditer(text) if m.group(2) == unit]
+        if numbers != sorted(path.stem[:2] for path in paths) or len(totals) != 1:
+            found.append(
+                f"{readme.name}: the lesson table in '{unit}' needs one row per notebook and "
+                "a total row"
+            )
     if readme_with_times(text, paths) != text:
         found.append(f"{readme.name}: the lesson table's learner times are stale")
     return found
