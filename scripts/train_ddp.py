@@ -73,7 +73,8 @@ def setup() -> tuple[int, int, torch.device]:
     local_rank = int(os.environ["LOCAL_RANK"])  # this process's number on its machine
     timeout = timedelta(seconds=TIMEOUT_S)
     try:
-        if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):  # a GPU per process
+        gpus = torch.cuda.device_count() if dist.is_nccl_available() else 0  # Windows: no NCCL
+        if gpus >= int(os.environ["LOCAL_WORLD_SIZE"]):  # a GPU per process, and NCCL
             device = torch.device("cuda", local_rank)
             torch.cuda.set_device(device)
             dist.init_process_group("nccl", timeout=timeout, device_id=device)

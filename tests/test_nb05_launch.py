@@ -117,3 +117,15 @@ def test_gloo_gets_the_loopback_interface_of_its_platform(
 def test_a_gloo_interface_the_user_chose_is_kept(monkeypatch) -> None:
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth1")
     assert launch.worker_env()["GLOO_SOCKET_IFNAME"] == "eth1"
+
+
+@pytest.mark.parametrize("platform, libuv", [("win32", "0"), ("linux", None), ("darwin", None)])
+def test_windows_launches_ask_for_no_libuv_store(monkeypatch, platform, libuv) -> None:
+    # torchrun asks for a libuv TCPStore by default; PyTorch's Windows builds have none
+    monkeypatch.delenv("USE_LIBUV", raising=False)
+    monkeypatch.setattr(launch.sys, "platform", platform)
+    monkeypatch.setattr(launch.socket, "if_nameindex", lambda: [])
+    assert launch.one_machine_env().get("USE_LIBUV") == libuv
+    assert launch.worker_env().get("USE_LIBUV") == libuv
+    monkeypatch.setenv("USE_LIBUV", "1")  # the user's own choice wins
+    assert launch.worker_env()["USE_LIBUV"] == "1"

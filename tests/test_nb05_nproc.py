@@ -1,4 +1,5 @@
-"""Notebook 05 launches its DDP script with one process per GPU, and two on the CPU.
+"""Notebook 05 launches its DDP script with one process per GPU, and two on the CPU; on this
+machine only (gloo on loopback), and on Windows with a store its PyTorch has.
 
 Its header says that with several GPUs ``torchrun`` uses them all, so the launch cell takes
 the count from ``torch.cuda.device_count()``, never a fixed ``--nproc-per-node=2``. The cell
@@ -9,7 +10,10 @@ pretended GPUs, whose processes (seeing none) train on the CPU and report their 
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import sys
 from pathlib import Path
 
 import nbformat
@@ -70,7 +74,8 @@ def _nproc(command: str) -> int:
     return int(found[0])
 
 
-@pytest.mark.parametrize("gpus, expected", [(0, 2), (1, 1), (2, 2), (8, 8)])
+# One GPU: two processes on the CPU, so that the demo shows two ranks at work.
+@pytest.mark.parametrize("gpus, expected", [(0, 2), (1, 2), (2, 2), (8, 8)])
 def test_the_launch_starts_one_process_per_gpu_and_two_without(
     gpus: int, expected: int, monkeypatch, tmp_path: Path
 ) -> None:
@@ -90,3 +95,48 @@ def test_three_gpus_launch_three_processes(monkeypatch, tmp_path: Path) -> None:
     assert result.success, result.error_in_exec  # the cell asserts "(world size 3)" itself
     assert [_nproc(c) for c in commands] == [3]
     assert (tmp_path / "checkpoints" / "ddp_minimal.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    "platform, interfaces, expected",
+    [
+        ("linux", [(1, "lo"), (2, "eth0")], {"GLOO_SOCKET_IFNAME": "lo"}),
+        ("darwin", [(1, "lo0"), (4, "en0")], {"GLOO_SOCKET_IFNAME": "lo0"}),
+        # Windows: gloo finds its device itself; torchrun's default libuv store is missing there
+        ("win32", [(1, "Loopback Pseudo-Interface 1")], {"USE_LIBUV": "0"}),
+        ("linux", [(2, "eth0")], {}),  # no loopback by that name: PyTorch's default
+    ],
+)
+def test_the_launch_keeps_gloo_on_loopback_and_needs_no_libuv_on_windows(
+    platform: str, interfaces: list, expected: dict, monkeypatch, tmp_path: Path
+) -> None:
+    setup, _, launch = _cells()
+    monkeypatch.chdir(tmp_path)
+    for name in ("GLOO_SOCKET_IFNAME", "USE_LIBUV"):
+        monkeypatch.setenv(name, "")  # so that monkeypatch restores them after the cell
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(socket, "if_nameindex", lambda: interfaces)
+    shell_env: list[dict] = []
+    monkeypatch.setattr(  # the environment the launch would get, read as it starts
+        interactiveshell,
+        "getoutput",
+        lambda cmd: shell_env.append(dict(os.environ)) or (_ for _ in ()).throw(Stopped(cmd)),
+    )
+    shell = interactiveshell.InteractiveShell.instance(colors="nocolor")
+    try:
+        assert shell.run_cell(setup, store_history=False).success
+        monkeypatch.setattr(sys, "platform", platform)
+        result = shell.run_cell(launch, store_history=False)
+    finally:
+        interactiveshell.InteractiveShell.clear_instance()
+    assert isinstance(result.error_in_exec, Stopped), result.error_in_exec
+    got = {k: shell_env[0][k] for k in ("GLOO_SOCKET_IFNAME", "USE_LIBUV") if k in shell_env[0]}
+    assert got == expected
+
+
+def test_ddp_minimal_uses_nccl_only_where_it_exists() -> None:
+    """Windows' PyTorch has no NCCL: a GPU per process is not enough to ask for it.
+    (scripts/train_ddp.py, the same choice: tests/test_train_ddp.py runs it with mocks.)"""
+    _, write, _ = _cells()
+    nccl = write.index('init_process_group("nccl"')
+    assert "dist.is_nccl_available()" in write[:nccl], write[:nccl]

@@ -187,3 +187,36 @@ def test_the_thread_comparison_is_time_bounded_even_beside_a_busy_process() -> N
         "one thread, beside a busy process",
     ]
     assert took < 20.0, f"the comparison took {took:.1f} s"  # fixed step counts took minutes
+
+
+# What cell c13fc0ac says each row's change was, over seeds 0, 1 and 2 (in points), read from
+# its own words; the stored table (cell 60b95ca6) is seed 0's run, so every change lies inside.
+_N = r"([−-]?\d+(?:\.\d+)?)"  # a number of points, with the text's minus sign
+_CLAIMS = {
+    2: rf"\*\*larger batches\*\* alone .*?\({_N} to {_N} points less",
+    4: rf"\*\*batch normalization\*\* is the big step: {_N} to {_N} points",
+    5: rf"schedule itself added between {_N} and \+?{_N} points",
+    6: rf"\*\*Nesterov momentum\*\* added between about {_N} and {_N} points",
+    7: rf"\*\*weight decay\*\* moved the result by {_N} to \+?{_N} points",
+    8: rf"\*\*augmentation\*\* cost between {_N} and about {_N} points",
+    9: rf"\*\*label smoothing\*\* moved the result by {_N} to \+?{_N} points",
+    10: rf"\*\*test-time flips\*\* by {_N} to \+?{_N}",
+}
+_LOSSES = {2, 8}  # said as a cost: "1 to 5 points less", "cost 0.8 to 4 points"
+
+
+def test_what_held_for_all_seeds_holds_for_the_stored_run() -> None:
+    text = " ".join("".join(CELLS["c13fc0ac"]["source"]).split())
+    table = "".join("".join(o.get("text", "")) for o in CELLS["60b95ca6"]["outputs"])
+    change = {
+        int(m[1]): float(m[2])
+        for m in re.finditer(r"^(\d+)\. .*?\d%\s+(-?\d+\.\d)$", table, flags=re.MULTILINE)
+    }
+    assert sorted(change) == list(range(2, 11)), table
+    for row, pattern in _CLAIMS.items():
+        found = re.search(pattern, text)
+        assert found, f"row {row}: the sentence {pattern!r} is gone from the text"
+        lo, hi = (float(x.replace("−", "-")) for x in found.groups())
+        if row in _LOSSES:
+            lo, hi = -hi, -lo
+        assert lo <= change[row] <= hi, f"row {row}: stored {change[row]}, text {lo} to {hi}"

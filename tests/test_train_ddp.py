@@ -135,6 +135,28 @@ def test_rank_without_torchrun_is_one_line(monkeypatch) -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("nccl, backend", [(True, "nccl"), (False, "gloo")])
+def test_gpus_without_nccl_train_on_the_cpu_through_gloo(
+    nccl: bool, backend: str, monkeypatch
+) -> None:
+    # Windows' PyTorch has CUDA but no NCCL: two GPUs there must not ask for NCCL.
+    import torch
+    import torch.distributed as dist
+
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(launch.free_port()))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: nccl)
+    chosen: list[str] = []
+    monkeypatch.setattr(dist, "init_process_group", lambda b, **kwargs: chosen.append(b))
+    _, _, device = script().setup()
+    assert chosen == [backend] and device.type == ("cuda" if nccl else "cpu")
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [

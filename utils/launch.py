@@ -90,15 +90,26 @@ def torchrun(args: Sequence[str]) -> None:
 
 def worker_env(threads: int = 1, force_cpu: bool = True) -> dict[str, str]:
     """This process's environment for the workers: ``threads`` CPU threads each (always: torchrun
-    sets it only when unset), no GPU with ``force_cpu`` (``CUDA_VISIBLE_DEVICES=""``), and gloo
-    on the loopback interface where :func:`loopback_interface` names one (a value set wins)."""
+    sets it only when unset), no GPU with ``force_cpu`` (``CUDA_VISIBLE_DEVICES=""``), and
+    :func:`one_machine_env` (gloo on loopback; on Windows, no libuv)."""
     env = {k: v for k, v in os.environ.items() if k not in _INHERITED}
     env["OMP_NUM_THREADS"] = str(threads)
     if force_cpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    if "GLOO_SOCKET_IFNAME" not in env and (loopback := loopback_interface()):
+    return {**env, **one_machine_env()}
+
+
+def one_machine_env() -> dict[str, str]:
+    """What a launch on this machine alone needs, a value already set winning: gloo on the
+    loopback interface where :func:`loopback_interface` names one (else gloo picks the host
+    name's address, on the network), and on Windows ``USE_LIBUV=0`` (torchrun asks for a libuv
+    store by default, which PyTorch's Windows builds lack: pytorch#139990)."""
+    env = {}
+    if loopback := loopback_interface():
         env["GLOO_SOCKET_IFNAME"] = loopback  # gloo talks over loopback only
-    return env
+    if sys.platform == "win32":
+        env["USE_LIBUV"] = "0"
+    return {k: v for k, v in env.items() if k not in os.environ}
 
 
 def loopback_interface() -> str | None:
