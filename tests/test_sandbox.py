@@ -275,5 +275,5 @@ def test_the_grader_says_in_one_line_that_bubblewrap_is_missing(monkeypatch) -> 
     monkeypatch.setattr(sandbox.shutil, "which", lambda t: None if t == "bwrap" else real(t))
     assert sandbox.check_host() == (
         "the grader needs bwrap to isolate submissions "
-        "(Debian: apt-get install bubblewrap util-linux passwd)"
+        "(Debian: make grade-tools, or apt-get install bubblewrap util-linux passwd)"
     )

@@ -90,7 +90,7 @@ ETC_READ = (
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "ssl",
     "ca-certificates", "fonts", "nsswitch.conf", "mime.types", "matplotlibrc",
 )  # fmt: skip
-INSTALL = "apt-get install bubblewrap util-linux passwd"
+INSTALL = "make grade-tools, or apt-get install bubblewrap util-linux passwd"
 
 
 def check_host() -> str | None:
