@@ -277,3 +277,47 @@ def test_the_grader_says_in_one_line_that_bubblewrap_is_missing(monkeypatch) -> 
         "the grader needs bwrap to isolate submissions "
         "(Debian: make grade-tools, or apt-get install bubblewrap util-linux passwd)"
     )
+
+
+@needs_host
+def test_a_cell_is_interrupted_and_the_kernel_goes_on() -> None:
+    """The interrupt reaches the kernel itself (bwrap puts it in a session of its own)."""
+
+    async def go() -> list[str]:
+        km = sandbox.SandboxKernelManager()
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            loop = "import time\nwhile True: time.sleep(0.05)"
+            running = asyncio.ensure_future(kc.execute_interactive(loop, timeout=30))
+            await asyncio.sleep(3)
+            await km.interrupt_kernel()
+            first = await running
+            second = await kc.execute_interactive("1 + 1", timeout=30)
+            return [first["content"].get("ename"), second["content"]["status"]]
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    assert asyncio.run(go()) == ["KeyboardInterrupt", "ok"]
+
+
+@needs_host
+def test_what_a_run_cut_short_left_is_removed_with_its_user() -> None:
+    """grade.py's sweep calls remove_user for each user of a crashed run: its short folder
+    and its cgroup go too."""
+
+    async def start() -> tuple[str, Path, list[Path]]:
+        km = sandbox.SandboxKernelManager()
+        await km.start_kernel()
+        return km.user.pw_name, km.base, km.cgroup.folders  # and never cleaned up
+
+    name, base, cgroups = asyncio.run(start())
+    assert base.is_dir() and all(folder.is_dir() for folder in cgroups)
+    sandbox.remove_user(name)
+    assert not base.exists()
+    assert not any(folder.exists() for folder in cgroups)
+    with pytest.raises(KeyError):
+        pwd.getpwnam(name)

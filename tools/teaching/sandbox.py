@@ -163,19 +163,22 @@ class Cgroup:
         return ["/bin/sh", "-c", f'{moves} && exec "$@"', "cgroup"]
 
     def remove(self) -> None:
-        """Remove the folders (their processes have been killed; the kernel may take a moment
-        to let go of them)."""
         for folder in self.folders:
-            for _ in range(100):
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
-            else:
-                folder.rmdir()  # still busy: say so
+            self.remove_folder(folder)
+
+    @staticmethod
+    def remove_folder(folder: Path) -> None:
+        """Remove a submission's cgroup folder, if there (its processes have been killed; the
+        kernel may take a moment to let go of them)."""
+        for _ in range(100):
+            try:
+                folder.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+        folder.rmdir()  # still busy: say so
 
 
 def _users_processes(uid: int) -> list[int]:
@@ -257,12 +260,28 @@ def remove_user(name: str, log=None) -> None:
     except KeyError:
         return
     kill_user(user.pw_uid)
+    _remove_leftovers(name)
     for folder in SHARED_WRITABLE:
         for leftover in _owned_in(Path(folder), user.pw_uid):
             if log is not None:
                 log.warning("removing %s, left by the submission's user %s", leftover, name)
             _remove(leftover)
     subprocess.run(["userdel", name], check=True, capture_output=True)
+
+
+def _remove_leftovers(name: str) -> None:
+    """The short folders and the cgroup a kernel of user ``name`` had, if a run cut short left
+    them (the folders are root's: mkdtemp made them)."""
+    for root in SHORT_ROOTS:
+        for folder in Path(root).glob(f"{name}-*"):
+            if not folder.is_symlink() and folder.is_dir() and _owner(folder) == 0:
+                shutil.rmtree(folder)
+    try:
+        parents = Cgroup.parents()
+    except OSError:
+        return
+    for parent in parents:
+        Cgroup.remove_folder(parent / name)
 
 
 def _owned_in(folder: Path, uid: int) -> list[Path]:
@@ -489,6 +508,10 @@ class SandboxKernelManager(AsyncKernelManager):
                 os.kill(pid, signal.SIGINT)
             except ProcessLookupError:
                 pass
+
+    # AsyncKernelManager binds its public name to its own method: bind it to ours (bwrap's
+    # --new-session puts the kernel out of the process group its signal would go to)
+    interrupt_kernel = _async_interrupt_kernel
 
     async def _async_kill_kernel(self, restart: bool = False) -> None:
         if self.user is not None:
