@@ -17,7 +17,7 @@ lab hub grade bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_
 
 
 
-.PHONY: help generate venv lab hub assignments grade data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
+.PHONY: help generate venv lab hub assignments grade grade-tools data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
@@ -38,6 +38,7 @@ help:
 	@echo "               build/assignments/<en|zh>/release/ (hand out that folder)"
 	@echo "make grade LESSON=01 SUBMISSIONS=folder [COURSE_LANG=zh] - grades.csv, feedback per student"
 	@echo "               (as root: each submission runs as a throw-away user; see README)"
+	@echo "make grade-tools - install bubblewrap (Debian, as root): the grader sandboxes each submission"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/authoring/i18n.py)"
 	@echo "make bench    - the benchmarks in bench/ (side-by-side ratios; a few minutes)"
@@ -160,6 +161,13 @@ html: $(STAMP)
 # --cell-timeout, --timeout, --max-mb or --out.
 assignments: $(STAMP)
 	$(BIN)/python -m tools.teaching.assignments
+
+# The grader isolates each submission with bubblewrap (tools/teaching/sandbox.py) and says so in
+# one line when it is missing; `make grade-tools` (as root, Debian) installs what it runs.
+grade-tools:
+	@command -v bwrap >/dev/null && command -v setpriv >/dev/null && command -v useradd >/dev/null \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			bubblewrap util-linux passwd; }
 
 grade: $(STAMP)
 	$(BIN)/python -m tools.teaching.grade --lesson "$(LESSON)" --submissions "$(SUBMISSIONS)" \

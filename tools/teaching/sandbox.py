@@ -8,40 +8,49 @@ is untrusted. The grader (tools/teaching/grade.py, as root) hands nbgrader
 - **its own user**: ``useradd`` makes a system user ``bgr<8 hex>`` with its own group and no
   login; ``setpriv`` drops to it (no supplementary groups, no capabilities, no new
   privileges) before Python starts. ``userdel`` removes it afterwards.
-- **its own folder**: a fresh folder owned by that user (mode 0700) is the kernel's working
-  folder, ``HOME`` and ``TMPDIR``; the connection file and the kernel's sockets (ZeroMQ over
-  Unix sockets, ``ipc``) are there too. The folder is removed afterwards, never through a link.
-- **its own namespaces** (``unshare``): a private mount namespace where ``/tmp``,
-  ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (the machine's world-writable folders) are empty
-  size-limited tmpfs that vanish with the kernel, and where the nbgrader course (gradebook,
-  source notebooks with the hidden tests), the submissions folder and the output folder are
-  covered by an empty tmpfs as well (they are root's, mode 0700, besides); a private PID
-  namespace, whose first process is the kernel: killing it ends every process the
-  submission started, however it forked; a network namespace without any interface up (no
-  network at all); private IPC and host name.
-- **bounds**: at most ``nproc`` processes and threads for the user, ``memory`` bytes of
-  address space per process (16 GiB by default: 4 GiB was too little once for torch with its
-  threads and CUDA libraries mapped, though nothing was used), files of
-  at most ``fsize`` bytes, no core files (``prlimit``); each cell at most ``timeout`` seconds (then
-  an interrupt), the whole submission at most ``submission_timeout`` seconds: what is not
-  run by then gets an error and no points, what finished keeps its points; output kept of a
-  cell at most ``max_output_bytes``.
-- **cleanup**: the kernel is killed (SIGKILL to the namespace's first process, then to every
-  process still running as the user), the folder and the user are removed, and anything
-  the user owns in the machine's world-writable folders (there should be none) is removed
-  and named in the log. A ledger file lists each user before it exists, so the grader
-  removes what a crashed run left.
+- **its own folder, in a short path**: ``/run/bgr-<random>/`` (``tempfile.mkdtemp``: root's,
+  mode 0700; ``/tmp`` where there is no ``/run``) holds the submission's folder ``box`` (the
+  user's, 0700: working folder and ``HOME``, the connection file and the kernel's ZeroMQ Unix
+  sockets) and the short ``passwd``/``group`` files the kernel sees. A Unix socket's path is
+  at most 107 bytes, so nothing here depends on the checkout's path (a kernel's sockets under
+  a deep checkout could not be bound and every submission scored 0). Removed afterwards,
+  never through a link.
+- **an allow-list file system** (bubblewrap, ``bwrap``): the kernel's root is an empty tmpfs
+  into which only these are mounted: ``/usr`` (and the ``/bin``, ``/lib``... links or folders
+  beside it) and the Python running the grader (its venv and base install) read-only, the
+  project's ``utils`` read-only (the lessons' code and checks), the paths named in
+  ``read_only_paths`` and absolute paths in ``kernel_env`` (the CIFAR-10 subset) read-only,
+  a few files of ``/etc`` that programs read (the loader's cache, time zone, certificates;
+  not ``passwd``: the kernel gets one naming root and its own user), its own folder
+  read-write, a fresh ``/proc`` and ``/dev``, and empty private tmpfs ``/tmp``, ``/var/tmp``,
+  ``/dev/shm``. Nothing else exists there: no ``/home``, ``/srv``, ``/root``, no ``build/``
+  (grades, gradebook, other submissions), no other file of the checkout, no ``/run`` or any
+  other Unix socket of the machine. Namespaces: PID (killing the kernel's namespace ends
+  every process it started), network (only a loopback of its own: notebook 05 runs torchrun
+  on 127.0.0.1), IPC, host name, cgroup.
+- **bounds for the submission in total** (a cgroup, v2 or v1, ``blitz-grade/<user>``): at
+  most ``memory`` bytes of memory for all its processes together (no swap: the kernel's OOM
+  killer ends the largest of them) and at most ``pids`` processes and threads together (a
+  fork bomb stops there). Per process (``prlimit``): ``address_space`` bytes of address space
+  (torch maps far more than it uses), files of at most ``fsize`` bytes, no core files, and
+  ``nproc`` processes for the user. Each cell at most ``timeout`` seconds (then an
+  interrupt), the whole submission at most ``submission_timeout`` seconds: what is not run
+  by then gets an error and no points, what finished keeps its points; output kept of a cell
+  at most ``max_output_bytes``.
+- **cleanup**: the kernel is killed (SIGKILL to every process running as the user), the
+  cgroup, the folder and the user are removed, and anything the user owns in the machine's
+  world-writable folders (there can be none: the kernel never sees them) is removed and
+  named in the log. A ledger file lists each user before it exists, so the grader removes
+  what a crashed run left.
 
 What this does not protect: the hidden tests run in the submission's own kernel (that is how
 nbgrader grades), so a submission that deliberately tampers with the interpreter (IPython's
-input transformers, patching torch) can fool the score, though never the machine, the other
-submissions or the gradebook; the teacher reads its feedback. The checks are re-imported
-from their files before each test (tools/teaching/assignments.py), so overwriting ``ex`` or
-a check function does not change a score. The lessons' solutions are public (a self-learner
-has them folded), so they are not hidden from the kernel.
+input transformers, ``print``, import hooks, patching torch) can change its score, though it
+cannot reach the machine, the other submissions or the gradebook. The lessons' solutions are
+public (a self-learner has them folded), so they are not hidden from the kernel.
 
-Linux only, as root (creating users and namespaces needs it): ``check_host`` says so in one
-line otherwise.
+Linux only, as root (creating users, namespaces and cgroups needs it), with bubblewrap
+installed and cgroups writable: ``check_host`` says what is missing in one line otherwise.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,11 +76,21 @@ from nbgrader.preprocessors import Execute
 from traitlets import Integer, List, Unicode
 
 USER_PREFIX = "bgr"  # "blitz grader": the throw-away users' names begin so
-# The world-writable folders on a Debian machine: covered inside the kernel's namespace,
+# The world-writable folders on a Debian machine: private tmpfs inside the kernel's sandbox,
 # searched for the user's files afterwards all the same.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-HOLD = "/mnt"  # where the sandbox's script holds paths aside (a tmpfs in its own namespace)
-TOOLS = ("useradd", "userdel", "setpriv", "unshare", "prlimit", "mount", "ip")
+TOOLS = ("bwrap", "useradd", "userdel", "setpriv", "prlimit")
+# Where each kernel's folder is made: short, so that its Unix sockets' paths stay far below
+# the 107 bytes a socket path may have, wherever the checkout is.
+SHORT_ROOTS = ("/run", "/tmp")
+CGROUP_NAME = "blitz-grade"  # the cgroup folder under which each submission gets its own
+# What programs read in /etc (the loader's cache, time zone, certificates, alternatives' links);
+# passwd and group are written for each kernel (naming no account of the machine).
+ETC_READ = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "ssl",
+    "ca-certificates", "fonts", "nsswitch.conf", "mime.types", "matplotlibrc",
+)  # fmt: skip
+INSTALL = "make grade-tools, or apt-get install bubblewrap util-linux passwd"
 
 
 def check_host() -> str | None:
@@ -84,9 +104,81 @@ def check_host() -> str | None:
         )
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
-        needs = ", ".join(missing)
-        return f"the grader needs {needs} (Debian: apt-get install util-linux passwd iproute2)"
+        return f"the grader needs {', '.join(missing)} to isolate submissions (Debian: {INSTALL})"
+    try:
+        Cgroup.parents()
+    except OSError as err:
+        return (
+            f"the grader caps each submission's memory and processes with a cgroup, and "
+            f"cgroups are not writable here ({err}): run it where /sys/fs/cgroup is writable"
+        )
     return None
+
+
+class Cgroup:
+    """One submission's cgroup: memory (no swap) and processes of all its processes together.
+    cgroup v2 (one tree with the memory and pids controllers) or v1 (one tree per controller)."""
+
+    V2 = Path("/sys/fs/cgroup")
+
+    @classmethod
+    def parents(cls) -> list[Path]:
+        """The grader's cgroup folders (made if needed): one on v2, memory and pids on v1."""
+        v2 = cls.V2
+        controllers = v2 / "cgroup.controllers"
+        if controllers.exists() and {"memory", "pids"} <= set(controllers.read_text().split()):
+            parent = v2 / CGROUP_NAME
+            parent.mkdir(exist_ok=True)
+            for folder in (v2, parent):  # hand both controllers down to the submissions
+                (folder / "cgroup.subtree_control").write_text("+memory +pids")
+            return [parent]
+        found = []
+        for controller in ("memory", "pids"):
+            if not (v2 / controller / "cgroup.procs").exists():
+                raise OSError(f"no {controller} cgroup controller")
+            parent = v2 / controller / CGROUP_NAME
+            parent.mkdir(exist_ok=True)
+            found.append(parent)
+        return found
+
+    def __init__(self, name: str, memory: int, pids: int):
+        self.folders = [parent / name for parent in self.parents()]
+        for folder in self.folders:
+            folder.mkdir()
+            limits = {
+                "memory.max": memory,
+                "memory.swap.max": 0,
+                "memory.limit_in_bytes": memory,
+                "memory.memsw.limit_in_bytes": memory,  # memory and swap together: no swap
+                "pids.max": pids,
+            }
+            for file, value in limits.items():
+                if (folder / file).exists():
+                    (folder / file).write_text(str(value))
+
+    def join_command(self) -> list[str]:
+        """A command prefix that moves itself into the cgroup, then runs the rest."""
+        procs = [shlex.quote(str(folder / "cgroup.procs")) for folder in self.folders]
+        moves = " && ".join(f"echo $$ > {file}" for file in procs)
+        return ["/bin/sh", "-c", f'{moves} && exec "$@"', "cgroup"]
+
+    def remove(self) -> None:
+        for folder in self.folders:
+            self.remove_folder(folder)
+
+    @staticmethod
+    def remove_folder(folder: Path) -> None:
+        """Remove a submission's cgroup folder, if there (its processes have been killed; the
+        kernel may take a moment to let go of them)."""
+        for _ in range(100):
+            try:
+                folder.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+        folder.rmdir()  # still busy: say so
 
 
 def _users_processes(uid: int) -> list[int]:
@@ -168,12 +260,28 @@ def remove_user(name: str, log=None) -> None:
     except KeyError:
         return
     kill_user(user.pw_uid)
+    _remove_leftovers(name)
     for folder in SHARED_WRITABLE:
         for leftover in _owned_in(Path(folder), user.pw_uid):
             if log is not None:
                 log.warning("removing %s, left by the submission's user %s", leftover, name)
             _remove(leftover)
     subprocess.run(["userdel", name], check=True, capture_output=True)
+
+
+def _remove_leftovers(name: str) -> None:
+    """The short folders and the cgroup a kernel of user ``name`` had, if a run cut short left
+    them (the folders are root's: mkdtemp made them)."""
+    for root in SHORT_ROOTS:
+        for folder in Path(root).glob(f"{name}-*"):
+            if not folder.is_symlink() and folder.is_dir() and _owner(folder) == 0:
+                shutil.rmtree(folder)
+    try:
+        parents = Cgroup.parents()
+    except OSError:
+        return
+    for parent in parents:
+        Cgroup.remove_folder(parent / name)
 
 
 def _owned_in(folder: Path, uid: int) -> list[Path]:
@@ -199,96 +307,92 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)  # removes links it meets, never what they point to
 
 
-def _closed_ancestor(path: Path) -> Path | None:
-    """The highest folder above ``path`` that other users cannot enter (no o+x), or None."""
-    for parent in reversed(path.parents):
-        if parent != Path("/") and not parent.stat().st_mode & 0o001:
-            return parent
-    return None
+def _binds(paths: list[Path], flag: str) -> list[str]:
+    """``flag`` (a bind) for each path, after the folders above it, made searchable: bwrap
+    would make them 0700, root's, where the user could not pass."""
+    args: list[str] = []
+    made: set[Path] = {Path("/")}
+    for path in paths:
+        for parent in reversed(path.parents):
+            if parent not in made:
+                args += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        args += [flag, str(path), str(path)]
+    return args
 
 
-def needed_paths(project: Path) -> list[Path]:
-    """What the kernel must read: the project (its ``utils``) and the Python running it."""
-    found = []
-    for path in (project, Path(sys.prefix), Path(sys.base_prefix)):
+def _system_mounts() -> list[str]:
+    """``/usr`` and the folders or links beside it that programs need, read-only; a few files
+    of ``/etc``; fresh ``/proc``, ``/dev``; private, empty ``/tmp``-like folders."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/var"]
+    for name in ETC_READ:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        args += ["--tmpfs", folder]
+    return args
+
+
+def needed_paths(project: Path, extra: list[str] = ()) -> list[Path]:
+    """What the kernel may read: the Python running the grader (venv and base install), the
+    project's ``utils`` (the lessons' code and their checks) and ``extra``; resolved, without
+    repeats, and none that the system mounts hold already."""
+    found: list[Path] = []
+    wanted = [Path(sys.prefix), Path(sys.base_prefix), project / "utils", *map(Path, extra)]
+    for path in wanted:
         real = path.resolve()
-        if real not in found:
+        if real.exists() and real not in found and not real.is_relative_to("/usr"):
             found.append(real)
     return found
 
 
-def _sandbox_script(box: Path, needed: list[Path], hidden: list[str]) -> str:
-    """The shell lines run as root inside the new namespaces before dropping to the user.
-
-    A needed path below a folder closed to other users (a Python installed under /root, say)
-    is shown there alone: the closed folder is covered by an empty tmpfs in which only that
-    path reappears (bind-mounted), so the rest of it stays out of sight."""
-    # The new network namespace has only a loopback, and it starts down: up, it is the
-    # submission's own (notebook 05 launches torchrun on 127.0.0.1); nothing else is reachable.
-    lines = ["set -e", "umask 022", "ip link set lo up"]
-    covered: list[Path] = []
-    for i, path in enumerate(needed):
-        closed = _closed_ancestor(path)
-        if closed is None:
-            continue
-        stage = shlex.quote(str(box / f".stage{i}"))
-        lines += [f"mkdir {stage}", f"mount --bind {shlex.quote(str(path))} {stage}"]
-        if closed not in covered:
-            lines.append(f"mount -t tmpfs -o size=64k,mode=755 tmpfs {shlex.quote(str(closed))}")
-            covered.append(closed)
-        lines += [
-            f"mkdir -p {shlex.quote(str(path))}",
-            f"mount --move {stage} {shlex.quote(str(path))}",
-        ]
-        lines.append(f"rmdir {stage}")
-    # A needed path inside a shared writable folder (a checkout under /tmp) is held aside on a
-    # tmpfs of this namespace's own while that folder is covered, then put back in the new one.
-    inside = [p for p in needed if any(p.is_relative_to(f) for f in SHARED_WRITABLE)]
-    if inside:
-        lines.append(f"mount -t tmpfs -o size=64k,mode=700 tmpfs {HOLD}")
-    for i, path in enumerate(inside):
-        lines += [f"mkdir {HOLD}/{i}", f"mount --bind {shlex.quote(str(path))} {HOLD}/{i}"]
-    for folder in SHARED_WRITABLE:
-        lines.append(
-            f"if [ -d {folder} ]; then mount -t tmpfs -o nosuid,nodev,size=256m,mode=1777 "
-            f"tmpfs {folder}; fi"
-        )
-    for i, path in enumerate(inside):
-        q = shlex.quote(str(path))
-        lines += [f"mkdir -p {q}", f"mount --move {HOLD}/{i} {q}"]
-    if inside:
-        lines.append(f"umount {HOLD}")
-    for folder in hidden:
-        q = shlex.quote(folder)
-        lines.append(f"if [ -d {q} ]; then mount -t tmpfs -o size=64k,mode=000 tmpfs {q}; fi")
-    lines.append('exec "$@"')
-    return "\n".join(lines)
-
-
 class SandboxKernelManager(AsyncKernelManager):
-    """Starts a Python kernel as a fresh throw-away user in fresh namespaces (module docstring);
-    removes the user and its folder when the kernel is cleaned up."""
+    """Starts a Python kernel as a fresh throw-away user in a bubblewrap sandbox and a cgroup
+    of its own (module docstring); removes all of it when the kernel is cleaned up."""
 
-    work_root = Unicode(help="folder (root's) in which each kernel gets its own folder").tag(
-        config=True
-    )
-    hidden_paths = List(Unicode(), help="folders the kernel must not see").tag(config=True)
+    work_root = Unicode(
+        help="not used: each kernel's folder is made in a short folder of the grader's own "
+        "(SHORT_ROOTS), whatever the checkout's path; kept so that configurations naming it load"
+    ).tag(config=True)
+    hidden_paths = List(
+        Unicode(),
+        help="not needed: the sandbox mounts only what it allows (module docstring); a path "
+        "named here that the allow-list would show is refused",
+    ).tag(config=True)
+    read_only_paths = List(Unicode(), help="more paths the kernel may read").tag(config=True)
     project = Unicode(help="the project's folder (the kernel imports its utils)").tag(config=True)
     ledger = Unicode("", help="file listing every user created, before it exists").tag(config=True)
     nproc = Integer(256, help="processes and threads the user may run").tag(config=True)
+    pids = Integer(256, help="processes and threads of the submission in total").tag(config=True)
     fsize = Integer(256 * 2**20, help="largest file the user may write, in bytes").tag(config=True)
-    memory = Integer(16 * 2**30, help="address space of each process, in bytes").tag(config=True)
+    memory = Integer(
+        16 * 2**30, help="memory of the submission, all its processes together, in bytes"
+    ).tag(config=True)
+    address_space = Integer(
+        16 * 2**30,
+        help="address space of each process, in bytes (torch maps far more than it uses)",
+    ).tag(config=True)
     kernel_env = List(
         Unicode(),
-        help="NAME=VALUE settings for the kernel (nothing else of the grader's environment)",
+        help="NAME=VALUE settings for the kernel (nothing else of the grader's environment); "
+        "a value that is an existing absolute path is readable in the sandbox",
     ).tag(config=True)
 
     def __init__(self, **kwargs):
         kwargs.pop("kernel_name", None)  # the notebook's kernel name: we start our own
         super().__init__(**kwargs)
         self.user: pwd.struct_passwd | None = None
-        self.box: Path | None = None
-        # interrupt by a signal to the kernel itself (its process group is unshare's)
+        self.base: Path | None = None  # the short folder, root's
+        self.box: Path | None = None  # the submission's folder in it, the user's
+        self.cgroup: Cgroup | None = None
+        # interrupt by a signal to the kernel itself (_async_interrupt_kernel)
         self._kernel_spec = KernelSpec(
             argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             display_name="Python 3 (sandboxed)",
@@ -302,52 +406,100 @@ class SandboxKernelManager(AsyncKernelManager):
         return True
 
     async def _async_pre_start_kernel(self, **kw):
-        if not self.work_root:
-            raise RuntimeError("SandboxKernelManager.work_root is not set")
         self.user = create_user(Path(self.ledger) if self.ledger else None)
-        self.box = Path(self.work_root) / self.user.pw_name
+        uid, gid, name = self.user.pw_uid, self.user.pw_gid, self.user.pw_name
+        short = next(r for r in SHORT_ROOTS if os.path.isdir(r))
+        self.base = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=short))  # 0700, root's
+        self.box = self.base / "box"
         self.box.mkdir(mode=0o700)
-        os.chown(self.box, self.user.pw_uid, self.user.pw_gid)
+        os.chown(self.box, uid, gid)
+        etc = self.base / "etc"
+        etc.mkdir()
+        (etc / "passwd").write_text(
+            f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+            f"{name}:x:{uid}:{gid}::{self.box}:/usr/sbin/nologin\n",
+            encoding="ascii",
+        )
+        (etc / "group").write_text(f"root:x:0:\n{name}:x:{gid}:\n", encoding="ascii")
+        for file in etc.iterdir():
+            file.chmod(0o644)  # whatever the grader's umask
         self.connection_file = str(self.box / "kernel.json")
         self.ip = str(self.box / "ipc")
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.box),
             "TMPDIR": str(self.box),
-            "USER": self.user.pw_name,
-            "LOGNAME": self.user.pw_name,
+            "USER": name,
+            "LOGNAME": name,
             "LANG": "C.UTF-8",
             "MPLBACKEND": "agg",
+            # the project's utils, mounted at its place: before the venv's own link to a
+            # checkout (an editable install may point at another one, outside the sandbox)
+            "PYTHONPATH": str(self._project()),
         }
         env.update(item.split("=", 1) for item in self.kernel_env if "=" in item)
         kw["env"] = env
         kw["cwd"] = str(self.box)
         cmd, kw = await super()._async_pre_start_kernel(**kw)
-        os.chown(self.connection_file, self.user.pw_uid, self.user.pw_gid)
-        uid, gid = self.user.pw_uid, self.user.pw_gid
-        script = _sandbox_script(self.box, self._needed(), list(self.hidden_paths))
+        os.chown(self.connection_file, uid, gid)
+        self.cgroup = Cgroup(name, self.memory, self.pids)
         wrapped = [
-            "unshare", "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child",
-            "--mount-proc", "--propagation", "private", "--",
-            "/bin/sh", "-c", script, "sandbox",
+            *self.cgroup.join_command(),
+            *self.bwrap_args(),
             "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
             "--inh-caps=-all", "--bounding-set=-all", "--",
-            "prlimit", f"--nproc={self.nproc}", f"--fsize={self.fsize}", f"--as={self.memory}",
-            "--core=0", "--",
+            "prlimit", f"--nproc={self.nproc}", f"--fsize={self.fsize}",
+            f"--as={self.address_space}", "--core=0", "--",
             *cmd,
         ]  # fmt: skip
         return wrapped, kw
 
+    def bwrap_args(self) -> list[str]:
+        """bubblewrap's command line up to the ``--`` before the command (module docstring)."""
+        readable = self._needed()
+        for hidden in map(Path, self.hidden_paths):
+            shown = [p for p in readable if hidden.resolve().is_relative_to(p)]
+            if shown:
+                raise RuntimeError(f"{hidden} must be hidden but is inside {shown[0]}, allowed")
+        etc = self.base / "etc"
+        return [
+            "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--hostname", "sandbox",
+            # ipykernel would take the namespace's init (its parent) for a dead grader and
+            # exit; parent 1 is "never polled" to it. --die-with-parent ends the sandbox with
+            # the grader instead
+            "--setenv", "JPY_PARENT_PID", "1",
+            *_system_mounts(),
+            "--ro-bind", str(etc / "passwd"), "/etc/passwd",
+            "--ro-bind", str(etc / "group"), "/etc/group",
+            *_binds(readable, "--ro-bind"),
+            *_binds([self.box], "--bind"),
+            "--chdir", str(self.box),
+            "--",
+        ]  # fmt: skip
+
     def _needed(self) -> list[Path]:
-        return needed_paths(Path(self.project or Path(__file__).resolve().parents[2]))
+        values = [item.split("=", 1)[1] for item in self.kernel_env if "=" in item]
+        paths = [v for v in values if v.startswith("/") and os.path.exists(v)]
+        return needed_paths(self._project(), [*self.read_only_paths, *paths])
+
+    def _project(self) -> Path:
+        return Path(self.project or Path(__file__).resolve().parents[2]).resolve()
 
     def _kernel_pid(self) -> int | None:
-        """The kernel: the one child of ``unshare`` (the first process of its namespace)."""
+        """The kernel: the first process running as the user below the one we started
+        (below it: the cgroup's shell became bwrap, which runs the namespace's init)."""
         process = getattr(self.provisioner, "process", None)
-        if process is None:
+        if process is None or self.user is None:
             return None
-        children = _children(process.pid)
-        return children[0] if children else None
+        level = [process.pid]
+        while level:
+            for pid in level:
+                if _owner(Path(f"/proc/{pid}")) == self.user.pw_uid:
+                    return pid
+            level = [child for pid in level for child in _children(pid)]
+        return None
 
     async def _async_interrupt_kernel(self) -> None:
         pid = self._kernel_pid()
@@ -357,9 +509,13 @@ class SandboxKernelManager(AsyncKernelManager):
             except ProcessLookupError:
                 pass
 
+    # AsyncKernelManager binds its public name to its own method: bind it to ours (bwrap's
+    # --new-session puts the kernel out of the process group its signal would go to)
+    interrupt_kernel = _async_interrupt_kernel
+
     async def _async_kill_kernel(self, restart: bool = False) -> None:
         if self.user is not None:
-            kill_user(self.user.pw_uid)  # the namespace's first process, so all of it
+            kill_user(self.user.pw_uid)  # the kernel and whatever it started
         await super()._async_kill_kernel(restart=restart)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
@@ -369,14 +525,16 @@ class SandboxKernelManager(AsyncKernelManager):
             self.remove_sandbox()
 
     def remove_sandbox(self) -> None:
-        """Kill what runs as the user, remove its folder, then the user."""
+        """Kill what runs as the user, remove its cgroup and folder, then the user."""
         if self.user is None:
             return
         kill_user(self.user.pw_uid)
-        if self.box is not None and not self.box.is_symlink() and self.box.is_dir():
-            shutil.rmtree(self.box)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.base is not None and not self.base.is_symlink() and self.base.is_dir():
+            shutil.rmtree(self.base)  # removes links it meets, never what they point to
         remove_user(self.user.pw_name, self.log)
-        self.user, self.box = None, None
+        self.user, self.base, self.box, self.cgroup = None, None, None, None
 
 
 def _error(ename: str, message: str):
