@@ -161,6 +161,13 @@ html: $(STAMP)
 assignments: $(STAMP)
 	$(BIN)/python -m tools.teaching.assignments
 
+# Checked when make reads this file, before the venv stamp: without a folder the grader would
+# take the current one (the checkout) as the class.
+ifneq ($(filter grade,$(MAKECMDGOALS)),)
+ifeq ($(strip $(SUBMISSIONS)),)
+$(error make grade needs SUBMISSIONS, the folder of submitted notebooks: make grade LESSON=01 SUBMISSIONS=folder)
+endif
+endif
 grade: $(STAMP)
 	$(BIN)/python -m tools.teaching.grade --lesson "$(LESSON)" --submissions "$(SUBMISSIONS)" \
 		--lang "$(or $(COURSE_LANG),en)" $(GRADE_ARGS)
