@@ -290,6 +290,37 @@ def test_make_assignments_deletes_no_file_it_did_not_write(tmp_path, capsys) -> 
     assert [p.read_text() for p in kept] == ["c = get_config()  # the teacher's own\n"]
 
 
+def test_stderr_warnings_and_logging_in_a_check_cell_never_cost_a_point() -> None:
+    from nbgrader.utils import determine_grade
+    from traitlets.config import Config
+
+    from tools.teaching import grade as grader
+
+    def check_cell(*outputs):
+        cell = nbformat.v4.new_code_cell("ex.q2.check(fit_line)")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "points": 1,
+                                     "grade_id": "ex01_q2", "locked": True}  # fmt: skip
+        cell.outputs = list(outputs)
+        return cell
+
+    bar = nbformat.v4.new_output("stream", name="stderr", text="100%|##########| 50/50\n")
+    warned = nbformat.v4.new_output("stream", name="stderr", text="UserWarning: to copy ...\n")
+    passed = nbformat.v4.new_output("stream", name="stdout", text="✓ right\n")
+    raised = nbformat.v4.new_output("error", ename="AssertionError", evalue="hint", traceback=[])
+    nb = nbformat.v4.new_notebook(
+        cells=[check_cell(bar, passed), check_cell(warned, passed), check_cell(passed, raised)]
+    )
+    assert [determine_grade(c)[0] for c in nb.cells] == [0, 0, 0]  # nbgrader's own reading
+    nb, _ = grader.StderrIsOutput().preprocess(nb, {})
+    assert [determine_grade(c)[0] for c in nb.cells] == [1, 1, 0]  # the check's own verdict
+    assert "100%" in nb.cells[0].outputs[0].text  # still shown in the feedback
+    # and the grader's course runs it before nbgrader reads the points
+    c = Config()
+    exec(grader.AUTOGRADE_STEPS, {"c": c})
+    steps = [step.__name__ for step in c.Autograde.autograde_preprocessors]
+    assert steps.index("StderrIsOutput") < steps.index("SaveAutoGrades")
+
+
 def test_nbgraders_lab_panels_stay_out_of_a_learners_lab() -> None:
     import sys
 

@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 import nbformat
+from nbconvert.preprocessors import Preprocessor
 
 from tools.lessons import LessonError
 from tools.owned import is_regular, remove, within
@@ -65,6 +66,35 @@ from utils.cli import number
 WORK = "build/grading"  # this tool's own folder: one run-* folder per run, removed after it
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 GRACE_S = 120  # beyond the submission's limit before nbgrader itself is stopped
+
+
+# nbgrader's autograde steps, with StderrIsOutput before the points are read (SaveAutoGrades)
+AUTOGRADE_STEPS = """from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+from tools.teaching.grade import StderrIsOutput
+from tools.teaching.sandbox import SandboxedExecute
+
+c.Autograde.autograde_preprocessors = [
+    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]
+"""
+
+
+class StderrIsOutput(Preprocessor):
+    """nbgrader gives a test cell no points when it wrote to stderr, even when its test passed:
+    a progress bar (tqdm), a warning or a log line from the student's function would cost the
+    point. A check's verdict is whether it raised (an ``error`` output), so stderr is shown as
+    ordinary output instead: kept in the feedback, never read as a verdict."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and (cell.metadata.get("nbgrader") or {}).get("grade"):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                    output["name"] = "stdout"
+        return cell, resources
 
 
 class Refused(Exception):
@@ -250,16 +280,7 @@ def grade(
             kernel_env.append(f"{setting}={Path(value).resolve() if path_like else value}")
     grading = f"""
 # The grader's course (tools/teaching/grade.py): each submission's kernel sandboxed and bounded.
-from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (
-    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
-)
-from tools.teaching.sandbox import SandboxedExecute
-
-c.Autograde.autograde_preprocessors = [
-    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata,
-]
+{AUTOGRADE_STEPS}
 c.SandboxedExecute.timeout = {cell_timeout}
 c.SandboxedExecute.submission_timeout = {timeout}
 c.SandboxedExecute.report_dir = {str(reports)!r}
