@@ -240,6 +240,8 @@ def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monk
         assert "a student id" in rows[name]["note"], name
     assert rows["bob"]["note"].startswith("not a notebook")
     assert sorted(p.name for p in (out / "feedback").iterdir()) == ["bob.html", "carol.html"]
+    for page in (out / "feedback").iterdir():
+        assert grader.CSP_META in page.read_text(encoding="utf-8"), page
     # a late submission: its own run and record; every other row stays, each change said
     late = tmp_path / "late"
     late.mkdir()
@@ -319,6 +321,63 @@ def test_stderr_warnings_and_logging_in_a_check_cell_never_cost_a_point() -> Non
     exec(grader.AUTOGRADE_STEPS, {"c": c})
     steps = [step.__name__ for step in c.Autograde.autograde_preprocessors]
     assert steps.index("StderrIsOutput") < steps.index("SaveAutoGrades")
+
+
+def _feedback_html(nb) -> str:
+    """``nb`` rendered as nbgrader's generate_feedback renders it (its template and config)."""
+    import nbgrader
+    from nbconvert.exporters import HTMLExporter
+    from traitlets.config import Config
+
+    formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
+    c = Config()
+    c.HTMLExporter.template_name = "feedback"
+    c.HTMLExporter.extra_template_basedirs = [str(formgrader / "templates")]
+    c.HTMLExporter.extra_template_paths = [
+        str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")
+    ]
+    scores = {"score": 1, "max_score": 4, "late_penalty": 0, "notebook": "01_tensors"}
+    body, _ = HTMLExporter(config=c).from_notebook_node(nb, resources={"nbgrader": scores})
+    return body
+
+
+def test_a_feedback_page_runs_no_script_of_the_students(browser, tmp_path) -> None:
+    from tools.teaching.grade import safe_page
+
+    shown = nbformat.v4.new_code_cell("display(HTML(...))")
+    shown.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "text/html": "<script>document.title += '+display'; alert('display')</script>",
+                "text/plain": "<IPython.core.display.HTML object>",
+            },
+        )
+    ]
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("<script>document.title += '+markdown'</script>"),
+            nbformat.v4.new_markdown_cell("<img src=x onerror=\"document.title += '+onerror'\">"),
+            shown,
+        ]
+    )
+    page = _feedback_html(nb)
+    said = []
+    for name, text in (("as_nbgrader_writes_it.html", page), ("safe.html", safe_page(page))):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        tab = browser.new_page()
+        tab.on("dialog", lambda d: (said.append(d.message), d.dismiss()))
+        tab.goto(path.as_uri(), wait_until="load")
+        said.append(tab.title())
+        tab.close()
+    # as nbgrader writes it, each of the student's scripts runs (so this test sees them run) ...
+    assert said[0] == "display" and len(said) == 3, said
+    assert sorted(said[1].split("+")) == ["01_tensors", "display", "markdown", "onerror"], said
+    # ... and the page the grader writes runs none of them: its title as written, no dialog
+    assert said[2] == "01_tensors", said
+    head = safe_page(page).split("<head", 1)[1]
+    assert head.split(">", 1)[1].startswith('<meta http-equiv="Content-Security-Policy"')
 
 
 def test_nbgraders_lab_panels_stay_out_of_a_learners_lab() -> None:

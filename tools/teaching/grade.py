@@ -143,8 +143,28 @@ def read_submission(path: Path, max_bytes: int, number_: str):
     return nb
 
 
+# A feedback page shows the student's notebook: its markdown and HTML outputs are the
+# student's, so no script of it may run where a teacher or a student opens it (no script, no
+# request out, no form sent: styles and inline images only).
+FEEDBACK_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; "
+    "form-action 'none'; base-uri 'none'"
+)
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{FEEDBACK_CSP}">'
+HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
+
+
+def safe_page(page: str) -> str:
+    """``page`` with the policy as the first thing in its <head> (a policy applies only to
+    what follows it); a page without a <head> (never nbgrader's) is refused."""
+    found = HEAD.search(page)
+    if found is None:
+        raise AssignmentError("a feedback page without <head>: not written")
+    return page[: found.end()] + CSP_META + page[found.end() :]
+
+
 def _feedback_page(student: str, note: str) -> str:
-    return (
+    return safe_page(
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
         f"{html.escape(student)}</title></head><body><p>{html.escape(note)}</p></body></html>\n"
     )
@@ -378,7 +398,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
             page = course / "feedback" / student / name / f"{name}.html"
             target = kept / f"{student}.html"
             if page.exists():
-                shutil.copyfile(page, target)
+                target.write_text(safe_page(page.read_text(encoding="utf-8")), encoding="utf-8")
             else:
                 target.write_text(_feedback_page(student, notes.get(student, "not graded")))
             shutil.copyfile(target, feedback / f"{student}.html")
