@@ -220,6 +220,7 @@ def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monk
         return f"stand-in grade of {student}"
 
     monkeypatch.setattr(grader, "_autograde", autograde)
+    monkeypatch.setattr(grader, "solutions_lost", lambda course, name, note: "")
     release = _release(courses["en"]).read_bytes()
     first = tmp_path / "first"
     first.mkdir()
@@ -229,7 +230,7 @@ def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monk
     (first / "bob.ipynb").write_text("{not json")
     out = tmp_path / "out"
     grader.grade(LESSON, first, out)
-    assert autograded == ["carol"]
+    assert autograded == [grader.SOLUTION_ID, "carol"]  # the lesson's solutions first
     rows = _rows(out / "grades.csv")
     assert sorted(rows) == sorted(
         ["'=x.ipynb'", "a b.ipynb", "bob", "carol", "carol.html", "gina.v2.ipynb", "ålice.ipynb"]
@@ -321,6 +322,29 @@ def test_stderr_warnings_and_logging_in_a_check_cell_never_cost_a_point() -> Non
     exec(grader.AUTOGRADE_STEPS, {"c": c})
     steps = [step.__name__ for step in c.Autograde.autograde_preprocessors]
     assert steps.index("StderrIsOutput") < steps.index("SaveAutoGrades")
+
+
+@pytest.mark.e2e
+def test_a_configuration_that_fails_the_lessons_own_solutions_grades_nobody(tmp_path) -> None:
+    if sandbox.check_host():
+        pytest.skip(sandbox.check_host())
+    submitted = tmp_path / "submitted"
+    submitted.mkdir()
+    shutil.copyfile(_release_of_a_fresh_course(tmp_path), submitted / "alice.ipynb")
+    out = tmp_path / "out"
+    # 0.5 GB of address space a process: too little for a kernel that imports torch
+    with pytest.raises(assignments.AssignmentError) as refused:
+        grade(LESSON, submitted, out, cell_timeout=60, timeout=120, memory_bytes=2**29)
+    said = str(refused.value)
+    assert said.startswith("the lesson's own solutions lose points in this configuration")
+    assert "ex01_q1 (" in said and "nobody was graded" in said
+    assert not (out / "grades.csv").exists()
+
+
+def _release_of_a_fresh_course(tmp_path: Path) -> Path:
+    course = tmp_path / "course"
+    assignments.write_course(course, "en", [assignments.lesson_for(LESSON, "en")])
+    return _release(course)
 
 
 def _feedback_html(nb) -> str:
