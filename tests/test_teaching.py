@@ -337,7 +337,8 @@ def test_a_configuration_that_fails_the_lessons_own_solutions_grades_nobody(tmp_
         grade(LESSON, submitted, out, cell_timeout=60, timeout=120, memory_bytes=2**29)
     said = str(refused.value)
     assert said.startswith("the lesson's own solutions lose points in this configuration")
-    assert "ex01_q1 (" in said and "nobody was graded" in said
+    assert "--memory-gb 0.5" in said and "nobody was graded" in said
+    assert "ex01_q1, ex01_q2" in said and "Kernel died" in said  # each exercise, and why
     assert not (out / "grades.csv").exists()
 
 

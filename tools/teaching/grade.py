@@ -380,9 +380,13 @@ c.SandboxKernelManager.memory = {memory_bytes}
             shutil.copyfile(course / "source" / name / f"{name}.ipynb", folder / f"{name}.ipynb")
             lost = solutions_lost(course, name, autograde(SOLUTION_ID))
             if lost:
+                limits = (
+                    f"--memory-gb {memory_bytes / 2**30:g}, --cell-timeout {cell_timeout}, "
+                    f"--timeout {timeout}"
+                )
                 raise AssignmentError(
-                    f"the lesson's own solutions lose points in this configuration, so nobody "
-                    f"was graded: {lost} (see {logs / SOLUTION_ID}.log)"
+                    f"the lesson's own solutions lose points in this configuration ({limits}), "
+                    f"so nobody was graded: {lost} (see {logs / SOLUTION_ID}.log)"
                 )
             say(f"the lesson's own solutions: full marks in {time.monotonic() - started:.1f} s")
         for student in graded:
@@ -458,12 +462,11 @@ def solutions_lost(course: Path, name: str, note: str | None) -> str:
                 if output.get("output_type") == "error":
                     said = f"{output.get('ename')}: {output.get('evalue', '')}".strip()
                     errors[grade_id] = said.splitlines()[0][:200]
-    parts = []
+    lost: dict[str, list[str]] = {}  # why: the exercises lost for it
     for check, most in checks:
         if scores.get(check, 0.0) < most:
-            why = errors.get(check) or note or "not run"
-            parts.append(f"{check} ({why})")
-    return "; ".join(parts)
+            lost.setdefault(errors.get(check) or note or "not run", []).append(check)
+    return "; ".join(f"{', '.join(checks_)}: {why}" for why, checks_ in lost.items())
 
 
 def _autograde(course: Path, name: str, student: str, limit_s: int, logs: Path) -> str | None:
