@@ -109,7 +109,7 @@ test: lint
 # test contract) and in the unpacked zip, the site and decks in Chromium, JupyterLab and
 # RISE, the DDP scripts under torchrun, the core path in a fresh Python, and (as root) the
 # class: `make hub` with three students, the grader on a class of submissions.
-test-e2e: $(STAMP) $(HUB_STAMP) $(HUB_PROXY) data-link
+test-e2e: $(STAMP) $(HUB_STAMP) $(HUB_PROXY) data-link grade-tools
 	$(BIN)/python -m pytest -m e2e tests
 
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
@@ -169,7 +169,14 @@ grade-tools:
 		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			bubblewrap util-linux passwd; }
 
-grade: $(STAMP)
+# Checked when make reads this file, before the venv stamp: without a folder the grader would
+# take the current one (the checkout) as the class.
+ifneq ($(filter grade,$(MAKECMDGOALS)),)
+ifeq ($(strip $(SUBMISSIONS)),)
+$(error make grade needs SUBMISSIONS, the folder of submitted notebooks: make grade LESSON=01 SUBMISSIONS=folder)
+endif
+endif
+grade: $(STAMP) grade-tools
 	$(BIN)/python -m tools.teaching.grade --lesson "$(LESSON)" --submissions "$(SUBMISSIONS)" \
 		--lang "$(or $(COURSE_LANG),en)" $(GRADE_ARGS)
 

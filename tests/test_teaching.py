@@ -10,6 +10,7 @@ import csv
 import os
 import pwd
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -155,8 +156,256 @@ def test_the_grader_refuses_to_run_submissions_it_cannot_isolate(monkeypatch, ca
     ]
 
 
+def test_grading_without_a_submissions_folder_is_a_usage_error(capsys) -> None:
+    from tools.teaching import grade as grader
+
+    with pytest.raises(SystemExit) as stop:
+        grader.main(["--lesson", "01", "--submissions", ""])
+    assert stop.value.code == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert "the folder of submitted notebooks" in said[-1]
+    # make reads SUBMISSIONS before building anything (the venv stamp included)
+    env = {k: v for k, v in os.environ.items() if k not in ("SUBMISSIONS", "MAKEFLAGS")}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "grade", "LESSON=01"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "make grade needs SUBMISSIONS" in done.stderr
+
+
+def _rows(path: Path) -> dict[str, dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return {row["student"]: row for row in csv.DictReader(f)}
+
+
+def test_a_run_updates_its_students_rows_and_keeps_every_other(tmp_path) -> None:
+    from tools.teaching.grade import merge
+
+    head = "student,ex01_q1,ex01_q2,total,note\n"
+    latest, run = tmp_path / "grades.csv", tmp_path / "run.csv"
+    latest.write_text(head + "alice,1,1,2,\nbob,0,1,1,\ncarol,1,0,1,late\n", encoding="utf-8")
+    run.write_text(head + "bob,1,1,2,\ncarol,1,0,1,late\ndave,0,0,0,not a notebook\n")
+    said = []
+    merge(latest, run, said.append)
+    assert said == [
+        "bob: updated from 1 to 2 points",
+        "carol: unchanged (1 points)",
+        "dave: added (0 points)",
+    ]
+    rows = _rows(latest)
+    assert sorted(rows) == ["alice", "bob", "carol", "dave"]
+    assert rows["alice"]["total"] == "2" and rows["bob"]["ex01_q1"] == "1"
+    assert rows["dave"]["note"] == "not a notebook"
+    assert not list(tmp_path.glob(".*"))  # no partial file left beside it
+    # a first run: its rows, each said
+    said.clear()
+    merge(tmp_path / "new.csv", run, said.append)
+    assert sorted(_rows(tmp_path / "new.csv")) == ["bob", "carol", "dave"]
+    assert [line.split(":")[1] for line in said] == [" added (2 points)"] + [
+        " added (1 points)"
+    ] + [" added (0 points)"]
+
+
+def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monkeypatch) -> None:
+    from tools.teaching import grade as grader
+
+    autograded = []
+
+    def autograde(course, name, student, limit_s, logs):  # no kernel: the routing is tested
+        autograded.append(student)
+        (logs / f"{student}.log").write_text("stand-in")
+        return f"stand-in grade of {student}"
+
+    monkeypatch.setattr(grader, "_autograde", autograde)
+    monkeypatch.setattr(grader, "solutions_lost", lambda course, name, note: "")
+    release = _release(courses["en"]).read_bytes()
+    first = tmp_path / "first"
+    first.mkdir()
+    for name in ("carol.ipynb", "a b.ipynb", "gina.v2.ipynb", "ålice.ipynb", "=x.ipynb"):
+        (first / name).write_bytes(release)
+    (first / "carol.html").write_text("<p>my notes</p>")
+    (first / "bob.ipynb").write_text("{not json")
+    out = tmp_path / "out"
+    grader.grade(LESSON, first, out)
+    assert autograded == [grader.SOLUTION_ID, "carol"]  # the lesson's solutions first
+    rows = _rows(out / "grades.csv")
+    assert sorted(rows) == sorted(
+        ["'=x.ipynb'", "a b.ipynb", "bob", "carol", "carol.html", "gina.v2.ipynb", "ålice.ipynb"]
+    )
+    assert rows["carol"]["note"] == "stand-in grade of carol"
+    assert rows["carol.html"]["note"].startswith("not a notebook: carol.html is not an .ipynb")
+    for name in ("a b.ipynb", "gina.v2.ipynb", "ålice.ipynb"):
+        assert "a student id" in rows[name]["note"], name
+    assert rows["bob"]["note"].startswith("not a notebook")
+    assert sorted(p.name for p in (out / "feedback").iterdir()) == ["bob.html", "carol.html"]
+    for page in (out / "feedback").iterdir():
+        assert grader.CSP_META in page.read_text(encoding="utf-8"), page
+    # a late submission: its own run and record; every other row stays, each change said
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "dave.ipynb").write_bytes(release)
+    (late / "bob.ipynb").write_bytes(release)
+    grader.grade(LESSON, late, out)
+    rows = _rows(out / "grades.csv")
+    assert len(rows) == 8 and rows["dave"]["note"] == "stand-in grade of dave"
+    assert rows["bob"]["note"] == "stand-in grade of bob"
+    assert rows["carol"]["note"] == "stand-in grade of carol"
+    runs = sorted((out / "runs").iterdir())
+    assert len(runs) == 2
+    assert sorted(_rows(runs[0] / "grades.csv")) == sorted(rows.keys() - {"dave"})
+    assert sorted(_rows(runs[1] / "grades.csv")) == ["bob", "dave"]
+    log = (runs[1] / "grade.log").read_text(encoding="utf-8")
+    assert "dave: added (0 points)" in log
+    assert "bob: updated, still 0 points" in log
+    assert (runs[1] / "logs" / "dave.log").exists()
+    assert (runs[0] / "feedback" / "bob.html").read_text() != (
+        out / "feedback" / "bob.html"
+    ).read_text()
+
+
+def test_make_assignments_deletes_no_file_it_did_not_write(tmp_path, capsys) -> None:
+    course, lessons = tmp_path / "course", [assignments.lesson_for(LESSON, "en")]
+    assignments.write_course(course, "en", lessons)
+    mine = course / "source" / "01_tensors" / "mine.txt"
+    mine.write_text("the teacher's")
+    config = course / "nbgrader_config.py"
+    config.write_text(config.read_text() + "c.Exchange.root = '/srv/ours'\n")
+    assignments.write_course(course, "en", lessons)
+    assert mine.read_text() == "the teacher's"
+    assert (course / "release" / "01_tensors" / "mine.txt").exists()  # copied into the release
+    assert "c.Exchange.root = '/srv/ours'" in config.read_text()
+    assert f"kept {mine}" in capsys.readouterr().out
+    # one in the way is refused before anything changes
+    stray = course / "release" / "01_tensors" / "notes.txt"
+    stray.write_text("the teacher's too")
+    before = _tree(course)
+    with pytest.raises(assignments.AssignmentError, match="was not written by make assignments"):
+        assignments.write_course(course, "en", lessons)
+    assert _tree(course) == before
+    # a config it cannot tell from a teacher's is kept aside, not replaced
+    stray.unlink()
+    config.write_text("c = get_config()  # the teacher's own\n")
+    assignments.write_course(course, "en", lessons)
+    kept = list(course.glob("nbgrader_config.py.kept-*"))
+    assert [p.read_text() for p in kept] == ["c = get_config()  # the teacher's own\n"]
+
+
+def test_stderr_warnings_and_logging_in_a_check_cell_never_cost_a_point() -> None:
+    from nbgrader.utils import determine_grade
+    from traitlets.config import Config
+
+    from tools.teaching import grade as grader
+
+    def check_cell(*outputs):
+        cell = nbformat.v4.new_code_cell("ex.q2.check(fit_line)")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "points": 1,
+                                     "grade_id": "ex01_q2", "locked": True}  # fmt: skip
+        cell.outputs = list(outputs)
+        return cell
+
+    bar = nbformat.v4.new_output("stream", name="stderr", text="100%|##########| 50/50\n")
+    warned = nbformat.v4.new_output("stream", name="stderr", text="UserWarning: to copy ...\n")
+    passed = nbformat.v4.new_output("stream", name="stdout", text="✓ right\n")
+    raised = nbformat.v4.new_output("error", ename="AssertionError", evalue="hint", traceback=[])
+    nb = nbformat.v4.new_notebook(
+        cells=[check_cell(bar, passed), check_cell(warned, passed), check_cell(passed, raised)]
+    )
+    assert [determine_grade(c)[0] for c in nb.cells] == [0, 0, 0]  # nbgrader's own reading
+    nb, _ = grader.StderrIsOutput().preprocess(nb, {})
+    assert [determine_grade(c)[0] for c in nb.cells] == [1, 1, 0]  # the check's own verdict
+    assert "100%" in nb.cells[0].outputs[0].text  # still shown in the feedback
+    # and the grader's course runs it before nbgrader reads the points
+    c = Config()
+    exec(grader.AUTOGRADE_STEPS, {"c": c})
+    steps = [step.__name__ for step in c.Autograde.autograde_preprocessors]
+    assert steps.index("StderrIsOutput") < steps.index("SaveAutoGrades")
+
+
+@pytest.mark.e2e
+def test_a_configuration_that_fails_the_lessons_own_solutions_grades_nobody(tmp_path) -> None:
+    if sandbox.check_host():
+        pytest.skip(sandbox.check_host())
+    submitted = tmp_path / "submitted"
+    submitted.mkdir()
+    shutil.copyfile(_release_of_a_fresh_course(tmp_path), submitted / "alice.ipynb")
+    out = tmp_path / "out"
+    # 0.5 GB of address space a process: too little for a kernel that imports torch
+    with pytest.raises(assignments.AssignmentError) as refused:
+        grade(LESSON, submitted, out, cell_timeout=60, timeout=120, memory_bytes=2**29)
+    said = str(refused.value)
+    assert said.startswith("the lesson's own solutions lose points in this configuration")
+    assert "--memory-gb 0.5" in said and "nobody was graded" in said
+    assert "ex01_q1, ex01_q2" in said and "Kernel died" in said  # each exercise, and why
+    assert not (out / "grades.csv").exists()
+
+
+def _release_of_a_fresh_course(tmp_path: Path) -> Path:
+    course = tmp_path / "course"
+    assignments.write_course(course, "en", [assignments.lesson_for(LESSON, "en")])
+    return _release(course)
+
+
+def _feedback_html(nb) -> str:
+    """``nb`` rendered as nbgrader's generate_feedback renders it (its template and config)."""
+    import nbgrader
+    from nbconvert.exporters import HTMLExporter
+    from traitlets.config import Config
+
+    formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
+    c = Config()
+    c.HTMLExporter.template_name = "feedback"
+    c.HTMLExporter.extra_template_basedirs = [str(formgrader / "templates")]
+    c.HTMLExporter.extra_template_paths = [
+        str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")
+    ]
+    scores = {"score": 1, "max_score": 4, "late_penalty": 0, "notebook": "01_tensors"}
+    body, _ = HTMLExporter(config=c).from_notebook_node(nb, resources={"nbgrader": scores})
+    return body
+
+
+def test_a_feedback_page_runs_no_script_of_the_students(browser, tmp_path) -> None:
+    from tools.teaching.grade import safe_page
+
+    shown = nbformat.v4.new_code_cell("display(HTML(...))")
+    shown.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "text/html": "<script>document.title += '+display'; alert('display')</script>",
+                "text/plain": "<IPython.core.display.HTML object>",
+            },
+        )
+    ]
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("<script>document.title += '+markdown'</script>"),
+            nbformat.v4.new_markdown_cell("<img src=x onerror=\"document.title += '+onerror'\">"),
+            shown,
+        ]
+    )
+    page = _feedback_html(nb)
+    said = []
+    for name, text in (("as_nbgrader_writes_it.html", page), ("safe.html", safe_page(page))):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        tab = browser.new_page()
+        tab.on("dialog", lambda d: (said.append(d.message), d.dismiss()))
+        tab.goto(path.as_uri(), wait_until="load")
+        said.append(tab.title())
+        tab.close()
+    # as nbgrader writes it, each of the student's scripts runs (so this test sees them run) ...
+    assert said[0] == "display" and len(said) == 3, said
+    assert sorted(said[1].split("+")) == ["01_tensors", "display", "markdown", "onerror"], said
+    # ... and the page the grader writes runs none of them: its title as written, no dialog
+    assert said[2] == "01_tensors", said
+    head = safe_page(page).split("<head", 1)[1]
+    assert head.split(">", 1)[1].startswith('<meta http-equiv="Content-Security-Policy"')
+
+
 def test_nbgraders_lab_panels_stay_out_of_a_learners_lab() -> None:
-    import subprocess
     import sys
 
     from tools.publishing import lab
@@ -346,7 +595,7 @@ def _class(release, answers, attacked: dict[str, str]) -> tuple[dict, dict[str, 
         made[student] = data
         expected[student] = [0, 0, 0, 0]
     made["a_text_file.txt"] = b"my answers are in my head"
-    expected["a_text_file"] = [0, 0, 0, 0]
+    expected["a_text_file.txt"] = [0, 0, 0, 0]  # keyed by its file name: no student id
     return made, expected
 
 
@@ -409,11 +658,13 @@ def test_a_class_of_30_gets_the_scores_it_earned_and_changes_nothing_else(
     got = {s: [int(rows[s][c]) for c in CHECKS] for s in rows}
     assert got == expected
     assert all(int(rows[s]["total"]) == sum(expected[s]) for s in expected)
-    for student in ("not_json", "huge", "wrong_lesson", "a_text_file", "crashes", "too_slow"):
+    for student in ("not_json", "huge", "wrong_lesson", "a_text_file.txt", "crashes", "too_slow"):
         assert rows[student]["note"], student  # one line saying why
     assert rows["too_slow"]["note"] == "the submission's time limit (90 s) ran out"
     assert "interrupted after 40 s" in rows["loops_forever"]["note"]
-    assert sorted(p.stem for p in (out / "feedback").iterdir()) == sorted(expected)
+    assert sorted(p.stem for p in (out / "feedback").iterdir()) == sorted(
+        s for s in expected if s != "a_text_file.txt"
+    )
     # nothing else changed: the project, the course, the shared folders; no user, process left
     assert _tree(ROOT) == project
     assert _tree(course) == course_files

@@ -32,16 +32,19 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
 
 from tools.lessons import LessonError, lesson_notebooks
-from tools.owned import remove, within
+from tools.owned import is_regular, within
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "assignments"
@@ -212,7 +215,8 @@ def source_notebook(lesson: Path, lang: str, checks_dir: Path | None = None):
 
 def config_text(lang: str, grading: str = "") -> str:
     """The course's nbgrader_config.py; ``grading``: extra lines for the grader's course."""
-    return f"""# Written by tools/teaching/assignments.py (build output: rewritten on every run).
+    return f"""# Written by tools/teaching/assignments.py (build output: rewritten on every run,
+# up to its end line; lines below that are yours and are kept).
 import sys
 
 sys.path.insert(0, {str(ROOT)!r})  # tools.teaching: the grader's steps and CSV export
@@ -264,33 +268,148 @@ def failure(done: subprocess.CompletedProcess) -> str:
     return (errors or lines or [f"exit code {done.returncode}"])[-1]
 
 
+RECORD = ".written-by-assignments.json"  # {path in the course: sha256} of what this tool wrote
+CONFIG_END = (
+    "# ---- end of what tools/teaching/assignments.py writes; "
+    "your own lines go below and are kept ----"
+)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _files(folder: Path) -> list[Path]:
+    """Every file, link and special file under ``folder``; a linked folder is not entered."""
+    found = []
+    for top, dirs, files in os.walk(folder):
+        found += [Path(top, n) for n in files]
+        found += [Path(top, d) for d in dirs if Path(top, d).is_symlink()]
+    return sorted(found)
+
+
+def _read_record(course: Path) -> dict[str, str] | None:
+    path = course / RECORD
+    if not is_regular(path):
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _ours(course: Path, path: Path, record: dict[str, str] | None, own: set[str]) -> bool:
+    """Whether this tool wrote ``path`` and nobody changed it since. Before the record existed
+    (a course written by an older version) the paths this tool writes count as its own."""
+    rel = path.relative_to(course).as_posix()
+    if not is_regular(path):
+        return False
+    if record is None:
+        return rel in own
+    return record.get(rel) == _digest(path)
+
+
+def _plan(course: Path, names: list[str], record) -> tuple[list[Path], list[Path]]:
+    """(files to remove, teacher's files kept) in the lessons' source/ and release/ folders;
+    AssignmentError, before anything is removed, when a file not ours is in the way."""
+    remove_, kept = [], []
+    for name in names:
+        own = {f"source/{name}/{name}.ipynb", f"release/{name}/{name}.ipynb"}
+        for step in ("source", "release"):
+            for path in _files(course / step / name):
+                rel = path.relative_to(course).as_posix()
+                if _ours(course, path, record, own):
+                    remove_.append(path)
+                elif step == "release":
+                    raise AssignmentError(
+                        f"{path} was not written by make assignments (or changed since), and "
+                        f"nbgrader rewrites release/{name}/ whole: move it (a file in source/"
+                        f"{name}/ is copied into the release); nothing written"
+                    )
+                elif rel in own:
+                    raise AssignmentError(
+                        f"{path} was changed since make assignments wrote it: move it away "
+                        "(it is written from the lesson notebook); nothing written"
+                    )
+                else:
+                    kept.append(path)
+    return remove_, kept
+
+
+def _config(course: Path, text: str, record) -> str | None:
+    """nbgrader_config.py's new text: ``text``, then the teacher's own lines kept from the old
+    file (below the end line). A file this tool cannot tell apart from a teacher's is kept
+    aside first; the name of that copy, or None."""
+    path = course / "nbgrader_config.py"
+    if not path.exists():
+        return None
+    old = path.read_text(encoding="utf-8")
+    ours, marker, theirs = old.partition(CONFIG_END)
+    recorded = (record or {}).get("nbgrader_config.py#ours")
+    if marker and (recorded is None or recorded == hashlib.sha256(ours.encode()).hexdigest()):
+        return theirs.lstrip("\n")
+    aside = path.with_name(f"nbgrader_config.py.kept-{time.strftime('%Y%m%dT%H%M%S')}")
+    os.replace(path, aside)
+    return aside
+
+
 def write_course(
     course: Path, lang: str, lessons: list[Path], grading: str = "", checks_dir: Path | None = None
 ) -> list[str]:
     """Write ``course``'s config and each lesson's source notebook, then run nbgrader's
-    generate_assignment for each; the assignment names (the lessons' file stems)."""
+    generate_assignment for each; the assignment names (the lessons' file stems).
+
+    Nothing this did not write is deleted: a record (``RECORD``) names every file it wrote with
+    its digest; a teacher's own file in a lesson's source/ folder stays (and nbgrader copies it
+    into the release), one in the way is refused in one line before anything changes, and the
+    teacher's lines below ``CONFIG_END`` in nbgrader_config.py are kept."""
     course.mkdir(parents=True, exist_ok=True)
     # every path this writes or replaces, checked before anything is removed (tools/owned.py):
     # a linked source/ or release/ would take the lesson, or lose release/ half-way
-    names = ["nbgrader_config.py"] + [
+    names = ["nbgrader_config.py", RECORD] + [
         f"{d}/{p.stem}" for p in lessons for d in ("source", "release")
     ]
     if linked := [name for name in names if within(course, name) is None]:
         raise AssignmentError(f"{course / linked[0]} is reached through a link: nothing written")
-    (course / "nbgrader_config.py").write_text(config_text(lang, grading), encoding="utf-8")
+    record = _read_record(course)
+    notebooks = [(lesson, source_notebook(lesson, lang, checks_dir)) for lesson in lessons]
+    stale, kept = _plan(course, [lesson.stem for lesson in lessons], record)
+    record = dict(record or {})
+    for path in kept:
+        print(f"assignments: kept {path} (not written by make assignments)")
+    tail = _config(course, config_text(lang, grading), record)
+    if isinstance(tail, Path):
+        print(
+            f"assignments: {course / 'nbgrader_config.py'} was not as make assignments wrote it: "
+            f"kept as {tail.name}; put your own lines below its end line"
+        )
+        tail = ""
+    ours = config_text(lang, grading)
+    (course / "nbgrader_config.py").write_text(
+        f"{ours}{CONFIG_END}\n{tail or ''}", encoding="utf-8"
+    )
+    record["nbgrader_config.py#ours"] = hashlib.sha256(ours.encode()).hexdigest()
+    for path in stale:
+        path.unlink()
+        record.pop(path.relative_to(course).as_posix(), None)
     names = []
-    for lesson in lessons:
+    for lesson, nb in notebooks:
         name = lesson.stem
-        nb = source_notebook(lesson, lang, checks_dir)
-        for step in ("source", "release"):
-            remove(within(course, f"{step}/{name}"))
         folder = course / "source" / name
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / f"{name}.ipynb")
+        # nbgrader rewrites the release whole (--force); only files this tool wrote were there
         done = nbgrader(course, "generate_assignment", name, "--force")
         if done.returncode != 0:
             raise AssignmentError(f"nbgrader generate_assignment {name}: {failure(done)}")
+        kept_here = {p for p in kept if p.is_relative_to(folder)}
+        for path in [folder / f"{name}.ipynb", *_files(course / "release" / name)]:
+            if path not in kept_here and is_regular(path):
+                record[path.relative_to(course).as_posix()] = _digest(path)
         names.append(name)
+        (course / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True), "utf-8")
+    (course / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True), "utf-8")
     return names
 
 

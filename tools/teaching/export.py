@@ -37,7 +37,9 @@ class ScoresCsv(ExportPlugin):
         assignment = gradebook.find_assignment(names[0])
         notebook = assignment.notebooks[0]
         checks = sorted((c.name for c in notebook.grade_cells), key=_check_order)
-        students = sorted({s.id for s in gradebook.students} | set(notes))
+        # the lesson's own solutions, graded first by the grader, are no student's row
+        ids = {s.id for s in gradebook.students} - {"_lesson_solutions"}
+        students = sorted(ids | set(notes))
         with open(self.to or "grades.csv", "w", newline="", encoding="utf-8") as f:
             out = csv.writer(f)
             out.writerow(["student", *checks, "total", "note"])

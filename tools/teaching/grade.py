@@ -7,10 +7,16 @@ One ``.ipynb`` per student, named by the student's id (``alice.ipynb``: letters,
 submission runs ``nbgrader autograde`` (its kernel isolated and bounded:
 tools/teaching/sandbox.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
 (tools/teaching/export.py). Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
-``grades.csv`` (one row per student, one column per exercise, the total, a note),
-``feedback/<student>.html`` and nbgrader's log of each, ``logs/<student>.log``. A file that
-is not a notebook, not JSON, too large (checked before it is read), or not this lesson's
-assignment gets its row of zeros with one line saying so, and the run goes on.
+``grades.csv`` (one row per student, one column per exercise, the total, a note) and
+``feedback/<student>.html``. ``grades.csv`` is the latest grade of every student across runs:
+a run (a late submission, a regrade) adds or updates its students' rows, every other row stays,
+and one line per student says what changed. Each run also keeps its own record,
+``runs/<UTC time>/``: that run's ``grades.csv``, ``grade.log`` (what it printed), its feedback
+pages and nbgrader's log of each submission (``logs/<student>.log``); nothing there is ever
+rewritten. Every file in the submissions folder gets a row: a file that is not a notebook,
+not JSON, too large (checked before it is read), not this lesson's assignment, or whose name is
+no student id gets its row of zeros (keyed by its file name when that is no student id) with
+one line saying why, and the run goes on. Hidden files (``.name``) are skipped with a line.
 
 Submissions are untrusted. What protects the machine, the other submissions and the
 gradebook: each kernel runs as its own throw-away Unix user, in its own folder, in fresh
@@ -26,6 +32,7 @@ how, and what it does not protect). Linux and root only.
 from __future__ import annotations
 
 import argparse
+import csv
 import html
 import json
 import os
@@ -39,6 +46,7 @@ import time
 from pathlib import Path
 
 import nbformat
+from nbconvert.preprocessors import Preprocessor
 
 from tools.lessons import LessonError
 from tools.owned import is_regular, remove, within
@@ -57,7 +65,37 @@ from utils.cli import number
 
 WORK = "build/grading"  # this tool's own folder: one run-* folder per run, removed after it
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+SOLUTION_ID = "_lesson_solutions"  # no student id: they start with a letter or digit
 GRACE_S = 120  # beyond the submission's limit before nbgrader itself is stopped
+
+
+# nbgrader's autograde steps, with StderrIsOutput before the points are read (SaveAutoGrades)
+AUTOGRADE_STEPS = """from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+from tools.teaching.grade import StderrIsOutput
+from tools.teaching.sandbox import SandboxedExecute
+
+c.Autograde.autograde_preprocessors = [
+    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]
+"""
+
+
+class StderrIsOutput(Preprocessor):
+    """nbgrader gives a test cell no points when it wrote to stderr, even when its test passed:
+    a progress bar (tqdm), a warning or a log line from the student's function would cost the
+    point. A check's verdict is whether it raised (an ``error`` output), so stderr is shown as
+    ordinary output instead: kept in the feedback, never read as a verdict."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and (cell.metadata.get("nbgrader") or {}).get("grade"):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                    output["name"] = "stdout"
+        return cell, resources
 
 
 class Refused(Exception):
@@ -106,8 +144,28 @@ def read_submission(path: Path, max_bytes: int, number_: str):
     return nb
 
 
+# A feedback page shows the student's notebook: its markdown and HTML outputs are the
+# student's, so no script of it may run where a teacher or a student opens it (no script, no
+# request out, no form sent: styles and inline images only).
+FEEDBACK_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; "
+    "form-action 'none'; base-uri 'none'"
+)
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{FEEDBACK_CSP}">'
+HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
+
+
+def safe_page(page: str) -> str:
+    """``page`` with the policy as the first thing in its <head> (a policy applies only to
+    what follows it); a page without a <head> (never nbgrader's) is refused."""
+    found = HEAD.search(page)
+    if found is None:
+        raise AssignmentError("a feedback page without <head>: not written")
+    return page[: found.end()] + CSP_META + page[found.end() :]
+
+
 def _feedback_page(student: str, note: str) -> str:
-    return (
+    return safe_page(
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
         f"{html.escape(student)}</title></head><body><p>{html.escape(note)}</p></body></html>\n"
     )
@@ -120,9 +178,82 @@ def _sweep(ledger: Path, log) -> None:
             sandbox.remove_user(name, log)
 
 
+FORMULA_START = ("=", "+", "-", "@")  # a spreadsheet would run such a cell as a formula
+
+
+def row_key(name: str) -> str:
+    """The grades.csv key of a file whose name is no student id: its name, written as Python's
+    ``ascii()`` when a spreadsheet would misread it (a control character, a formula start)."""
+    if name.startswith(FORMULA_START) or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return ascii(name)
+    return name
+
+
+def new_record(out: Path) -> Path:
+    """A fresh ``out/runs/<UTC time>`` folder for this run's record (never an existing one)."""
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
+    for n in range(1, 1000):
+        record = runs / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            record.mkdir()
+            return record
+        except FileExistsError:
+            continue
+    raise AssignmentError(f"{runs}: no free folder name for {stamp}")
+
+
+def _read_rows(path: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        rows = {row["student"]: row for row in reader if row.get("student")}
+        return list(reader.fieldnames or []), rows
+
+
+def _points(row: dict[str, str]) -> str:
+    return row.get("total") or "0"
+
+
+def merge(latest: Path, run_csv: Path, say) -> None:
+    """Fold this run's rows (``run_csv``) into ``latest``: its students' rows added or updated,
+    every other row kept, one line per student of this run saying what changed."""
+    fields, new = _read_rows(run_csv)
+    old_fields, old = _read_rows(latest) if latest.exists() else ([], {})
+    if old_fields and "student" not in old_fields:
+        raise AssignmentError(f"{latest} has no student column: not a grades.csv, left as it is")
+    # this run's columns first; a column only earlier runs had stays, before the total
+    extra = [c for c in old_fields if c not in fields]
+    columns = fields[:-2] + extra + fields[-2:] if fields[-2:] == ["total", "note"] else fields
+    columns += [c for c in extra if c not in columns]
+    for student, row in sorted(new.items()):
+        before = old.get(student)
+        if before is None:
+            say(f"{student}: added ({_points(row)} points)")
+        elif all(before.get(c, "") == row.get(c, "") for c in fields):
+            say(f"{student}: unchanged ({_points(row)} points)")
+        elif _points(before) != _points(row):
+            say(f"{student}: updated from {_points(before)} to {_points(row)} points")
+        else:
+            say(f"{student}: updated, still {_points(row)} points (a score or the note changed)")
+        old[student] = row
+    part = latest.with_name(f".{latest.name}.part")
+    with part.open("w", encoding="utf-8", newline="") as f:
+        out = csv.DictWriter(f, columns, restval="", extrasaction="ignore")
+        out.writeheader()
+        for student in sorted(old):
+            out.writerow(old[student])
+    os.replace(part, latest)  # whole or not at all: an interrupted run leaves the old file
+
+
 class _Log:
+    say = None  # the run's own printer, once its record is open
+
     def warning(self, fmt: str, *args) -> None:
-        print("grade: " + fmt % args, file=sys.stderr)
+        if self.say:
+            self.say(fmt % args, err=True)
+        else:
+            print("grade: " + fmt % args, file=sys.stderr)
 
 
 def grade(
@@ -170,16 +301,7 @@ def grade(
             kernel_env.append(f"{setting}={Path(value).resolve() if path_like else value}")
     grading = f"""
 # The grader's course (tools/teaching/grade.py): each submission's kernel sandboxed and bounded.
-from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (
-    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
-)
-from tools.teaching.sandbox import SandboxedExecute
-
-c.Autograde.autograde_preprocessors = [
-    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata,
-]
+{AUTOGRADE_STEPS}
 c.SandboxedExecute.timeout = {cell_timeout}
 c.SandboxedExecute.submission_timeout = {timeout}
 c.SandboxedExecute.report_dir = {str(reports)!r}
@@ -190,82 +312,161 @@ c.SandboxKernelManager.kernel_env = {kernel_env!r}
 c.SandboxKernelManager.memory = {memory_bytes}
 """
     notes: dict[str, str] = {}
-    logs = out / "logs"  # nbgrader's own log of each submission, for a surprising score
-    logs.mkdir(parents=True, exist_ok=True)
+    said = None
+
+    def say(line: str, err: bool = False) -> None:
+        print(f"grade: {line}", file=sys.stderr if err else sys.stdout)
+        said.write(line + "\n")
+        said.flush()
+
     try:
+        record = new_record(out)  # this run's own record, beside the latest grades.csv
+        logs = record / "logs"  # nbgrader's own log of each submission, for a surprising score
+        logs.mkdir()
+        said = (record / "grade.log").open("a", encoding="utf-8")
+        log.say = say
         write_course(course, lang, [lesson], grading, checks_dir)
+        say(f"run {record.name}: lesson {number_} ({lang}), submissions from {submissions}")
         graded = []
-        for path in sorted(submissions.iterdir()):
-            student = path.name.rsplit(".", 1)[0] if "." in path.name[1:] else path.name
+        files = sorted(submissions.iterdir())
+        notebooks_of = {p.name[: -len(".ipynb")] for p in files if p.name.endswith(".ipynb")}
+        for path in files:
             if path.name.startswith("."):
-                print(f"grade: ignored {path.name} (a hidden file)")
+                say(f"ignored {path.name!r} (a hidden file)")
                 continue
-            if not STUDENT_ID.fullmatch(student):
-                print(
-                    f"grade: ignored {path.name!r}: a student id (the file name before .ipynb) "
-                    "is letters, digits, - and _, starting with a letter or digit"
-                )
-                continue
-            if student in notes or student in graded:
-                print(f"grade: ignored {path.name}: a second file for student {student}")
+            # a student's row is theirs alone: any other file (carol.html beside carol.ipynb)
+            # gets a row keyed by its whole file name
+            student = path.name[: -len(".ipynb")] if path.name.endswith(".ipynb") else None
+            if student is None or not STUDENT_ID.fullmatch(student):
+                key = row_key(path.name)
+                if student is None and not path.name.lower().endswith(".ipynb"):
+                    why = f"not a notebook: {path.name} is not an .ipynb file"
+                    stem = path.name.rsplit(".", 1)[0]
+                    if stem in notebooks_of:
+                        why += f" (student {stem} is graded from {stem}.ipynb)"
+                else:
+                    why = (
+                        "not graded: a student id (the file name before .ipynb) is letters, "
+                        "digits, - and _, starting with a letter or digit; rename the file"
+                    )
+                notes[key] = why
+                say(f"{key}: {why}")
                 continue
             try:
                 nb = read_submission(path, max_bytes, number_)
             except Refused as why:
                 notes[student] = str(why)
-                print(f"grade: {student}: {why}")
+                say(f"{student}: {why}")
                 continue
             folder = course / "submitted" / student / name
             folder.mkdir(parents=True)
             nbformat.write(nb, folder / f"{name}.ipynb")
             graded.append(student)
-        for student in graded:
-            started = time.monotonic()
+
+        def autograde(student: str) -> str | None:
             note = _autograde(course, name, student, timeout + GRACE_S, logs)
             _sweep(ledger, log)
             report = reports / f"{student}.txt"
             if note is None and report.exists():
                 note = report.read_text(encoding="utf-8")
+            return note
+
+        # The lesson's own solutions first, in this very configuration (limits, data): if they
+        # lose a point, every student would too, through no fault of theirs
+        if graded:
+            started = time.monotonic()
+            folder = course / "submitted" / SOLUTION_ID / name
+            folder.mkdir(parents=True)
+            shutil.copyfile(course / "source" / name / f"{name}.ipynb", folder / f"{name}.ipynb")
+            lost = solutions_lost(course, name, autograde(SOLUTION_ID))
+            if lost:
+                limits = (
+                    f"--memory-gb {memory_bytes / 2**30:g}, --cell-timeout {cell_timeout}, "
+                    f"--timeout {timeout}"
+                )
+                raise AssignmentError(
+                    f"the lesson's own solutions lose points in this configuration ({limits}), "
+                    f"so nobody was graded: {lost} (see {logs / SOLUTION_ID}.log)"
+                )
+            say(f"the lesson's own solutions: full marks in {time.monotonic() - started:.1f} s")
+        for student in graded:
+            started = time.monotonic()
+            note = autograde(student)
             if note:
                 notes[student] = note
-            print(
-                f"grade: {student}: graded in {time.monotonic() - started:.1f} s"
+            say(
+                f"{student}: graded in {time.monotonic() - started:.1f} s"
                 + (f" ({note})" if note else "")
             )
         (run / "notes.json").write_text(json.dumps(notes), encoding="utf-8")
         if graded:
             done = nbgrader(course, "generate_feedback", name, "--force")
             if done.returncode != 0:
-                print(f"grade: nbgrader generate_feedback: {failure(done)}", file=sys.stderr)
-        out.mkdir(parents=True, exist_ok=True)
-        csv = out / "grades.csv"
-        if csv.exists():
-            print(f"grade: replacing {csv}")
+                say(f"nbgrader generate_feedback: {failure(done)}", err=True)
+        run_csv = record / "grades.csv"
         done = nbgrader(
             course,
             "export",
-            f"--to={csv}",
+            f"--to={run_csv}",
             f"--ScoresCsv.notes={run / 'notes.json'}",
             f"--assignment={name}",
         )
         if done.returncode != 0:
             raise AssignmentError(f"nbgrader export: {failure(done)}")
-        feedback = out / "feedback"
+        feedback, kept = out / "feedback", record / "feedback"
         feedback.mkdir(exist_ok=True)
-        again = [s for s in sorted(set(graded) | set(notes)) if (feedback / f"{s}.html").exists()]
-        if again:
-            print(f"grade: replacing {len(again)} feedback files in {feedback}")
-        for student in sorted(set(graded) | set(notes)):
+        kept.mkdir()
+        # a page per student id; a file refused for its name has its row, and no page
+        pages = [s for s in sorted(set(graded) | set(notes)) if STUDENT_ID.fullmatch(s)]
+        for student in pages:
             page = course / "feedback" / student / name / f"{name}.html"
-            target = feedback / f"{student}.html"
+            target = kept / f"{student}.html"
             if page.exists():
-                shutil.copyfile(page, target)
+                target.write_text(safe_page(page.read_text(encoding="utf-8")), encoding="utf-8")
             else:
                 target.write_text(_feedback_page(student, notes.get(student, "not graded")))
-        return csv
+            shutil.copyfile(target, feedback / f"{student}.html")
+        csv_path = out / "grades.csv"
+        merge(csv_path, run_csv, say)
+        say(f"this run's record: {record}")
+        return csv_path
     finally:
+        if said:
+            said.close()
         _sweep(ledger, log)
         remove(within(work_root, run.name))
+
+
+def solutions_lost(course: Path, name: str, note: str | None) -> str:
+    """Which exercises the lesson's own solutions (student ``SOLUTION_ID``) lost, and why, in
+    one line; "" when they got full marks."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        checks = sorted(
+            (c.name, c.max_score) for c in gradebook.find_assignment(name).notebooks[0].grade_cells
+        )
+        try:
+            graded = gradebook.find_submission_notebook(name, name, SOLUTION_ID)
+            scores = {g.name: g.score or 0.0 for g in graded.grades}
+        except MissingEntry:
+            scores = {}
+    if scores and all(scores.get(check, 0.0) >= most for check, most in checks):
+        return ""
+    path = course / "autograded" / SOLUTION_ID / name / f"{name}.ipynb"
+    errors = {}
+    if path.exists():
+        for cell in nbformat.read(path, as_version=4).cells:
+            grade_id = (cell.metadata.get("nbgrader") or {}).get("grade_id")
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    said = f"{output.get('ename')}: {output.get('evalue', '')}".strip()
+                    errors[grade_id] = said.splitlines()[0][:200]
+    lost: dict[str, list[str]] = {}  # why: the exercises lost for it
+    for check, most in checks:
+        if scores.get(check, 0.0) < most:
+            lost.setdefault(errors.get(check) or note or "not run", []).append(check)
+    return "; ".join(f"{', '.join(checks_)}: {why}" for why, checks_ in lost.items())
 
 
 def _autograde(course: Path, name: str, student: str, limit_s: int, logs: Path) -> str | None:
@@ -292,10 +493,17 @@ def _autograde(course: Path, name: str, student: str, limit_s: int, logs: Path) 
     return None
 
 
+def _folder_given(text: str) -> Path:
+    # `make grade` without SUBMISSIONS passes "": that is no folder, not the current one
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the folder of submitted notebooks, e.g. SUBMISSIONS=in")
+    return Path(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lesson", required=True, metavar="NN", help="lesson number, e.g. 01")
-    parser.add_argument("--submissions", required=True, type=Path, metavar="FOLDER")
+    parser.add_argument("--submissions", required=True, type=_folder_given, metavar="FOLDER")
     parser.add_argument("--lang", choices=("en", "zh"), default="en")
     parser.add_argument(
         "--out",
