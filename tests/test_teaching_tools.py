@@ -486,3 +486,22 @@ def test_every_file_the_zips_readmes_name_is_in_the_zip() -> None:
             if name.rstrip("/") not in shipped | folders:
                 missing.append(f"{doc}: {name}")
     assert not missing, sorted(set(missing))
+
+
+@pytest.mark.parametrize("names", [[], ["01_tensors", "02_autograd"]])
+def test_a_plain_nbgrader_export_of_a_course_of_several_assignments_is_one_line(
+    names: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``nbgrader export`` without ``--assignment`` in a course of several lessons ended in a
+    traceback ("export one assignment at a time"); it is one line naming the option."""
+    from types import SimpleNamespace
+
+    from tools.teaching.export import ScoresCsv
+
+    plugin = ScoresCsv()
+    gradebook = SimpleNamespace(assignments=[SimpleNamespace(name=n) for n in names])
+    with caplog.at_level("ERROR"), pytest.raises(SystemExit) as stop:
+        plugin.export(gradebook)
+    assert stop.value.code == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "add --assignment NAME" in line and (", ".join(names) or "none") in line

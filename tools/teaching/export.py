@@ -32,8 +32,13 @@ class ScoresCsv(ExportPlugin):
     def export(self, gradebook) -> None:
         notes = json.loads(Path(self.notes).read_text(encoding="utf-8")) if self.notes else {}
         names = self.assignment or [a.name for a in gradebook.assignments]
-        if len(names) != 1:
-            raise ValueError(f"export one assignment at a time (found {names})")
+        if len(names) != 1:  # one line, not nbgrader's traceback (issue 46, case 15)
+            found = ", ".join(names) or "none"
+            self.log.error(
+                "export one assignment at a time: add --assignment NAME (this course has: %s)",
+                found,
+            )
+            raise SystemExit(2)
         assignment = gradebook.find_assignment(names[0])
         notebook = assignment.notebooks[0]
         checks = sorted((c.name for c in notebook.grade_cells), key=_check_order)
