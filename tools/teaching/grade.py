@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         type=number(float, above=0, most=1024),
         default=16,
         metavar="GB",
-        help="memory (address space) of each process of a submission",
+        help="memory of a submission, all its processes together (a cgroup; no swap)",
     )
     args = parser.parse_args(argv)
     if not re.fullmatch(r"\d\d", args.lesson):
