@@ -505,3 +505,26 @@ def test_a_plain_nbgrader_export_of_a_course_of_several_assignments_is_one_line(
     assert stop.value.code == 2
     [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "add --assignment NAME" in line and (", ".join(names) or "none") in line
+
+
+@pytest.mark.parametrize(
+    ("said", "words"),
+    [
+        (
+            "[IPKernelApp] WARNING | Kernel is running over TCP without encryption\n"
+            "RuntimeError: Kernel died before replying to kernel_info\n",
+            "did not start (with --memory-gb 0.5",
+        ),
+        ("nbclient.exceptions.DeadKernelError: Kernel died\n", "stopped while it ran"),
+        ("OSError: AF_UNIX path too long\n", "socket path was too long"),
+        ("ValueError: something else\n", "nbgrader could not grade it: ValueError"),
+    ],
+)
+def test_a_failed_grading_is_noted_in_a_teachers_words(said: str, words: str) -> None:
+    """Issue 44, case 15/16: a note named the kernel's last log line ('[IPKernelApp] WARNING |
+    Kernel is running over TCP ...'); it says which limit and where the log is."""
+    from tools.teaching.grade import in_a_teachers_words
+
+    note = in_a_teachers_words(said, 2**29, "runs/T/logs/alice.log")
+    assert words in note and "runs/T/logs/alice.log" in note
+    assert "IPKernelApp" not in note

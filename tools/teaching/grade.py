@@ -364,7 +364,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
             graded.append(student)
 
         def autograde(student: str) -> str | None:
-            note = _autograde(course, name, student, timeout + GRACE_S, logs)
+            note = _autograde(course, name, student, timeout + GRACE_S, logs, memory_bytes)
             _sweep(ledger, log)
             report = reports / f"{student}.txt"
             if note is None and report.exists():
@@ -469,7 +469,29 @@ def solutions_lost(course: Path, name: str, note: str | None) -> str:
     return "; ".join(f"{', '.join(checks_)}: {why}" for why, checks_ in lost.items())
 
 
-def _autograde(course: Path, name: str, student: str, limit_s: int, logs: Path) -> str | None:
+def in_a_teachers_words(said: str, memory_bytes: int, log_name: str) -> str:
+    """What nbgrader's failed run means, as a teacher reads it: which limit, what to change;
+    nbgrader's own last error line only where no known cause fits."""
+    memory = f"--memory-gb {memory_bytes / 2**30:g}"
+    if "Kernel died before replying to kernel_info" in said:
+        return (
+            "not graded: the submission's Python did not start (with " + memory + " the kernel "
+            f"could not even load; raise it, or read {log_name})"
+        )
+    if re.search(r"DeadKernelError|Kernel died|kernel (?:has )?died", said):
+        return (
+            "not graded: the submission's Python stopped while it ran (a cell used more than "
+            f"{memory} of memory, or the code ended its own process; see {log_name})"
+        )
+    if re.search(r"AF_UNIX path too long|File name too long", said):
+        return f"not graded: a socket path was too long on this machine (see {log_name})"
+    done = subprocess.CompletedProcess([], 1, "", said)
+    return f"nbgrader could not grade it: {failure(done)} (see {log_name})"
+
+
+def _autograde(
+    course: Path, name: str, student: str, limit_s: int, logs: Path, memory_bytes: int
+) -> str | None:
     """Run nbgrader autograde for one student, its log in ``logs``; a note when nbgrader
     itself failed."""
     env = nbgrader_env()
@@ -488,8 +510,8 @@ def _autograde(course: Path, name: str, student: str, limit_s: int, logs: Path) 
         if process.returncode != 0:
             log.seek(0)
             said = log.read().decode("utf-8", "replace")
-            done = subprocess.CompletedProcess([], process.returncode, "", said)
-            return f"nbgrader could not grade it: {failure(done)}"
+            log_name = f"runs/{logs.parent.name}/logs/{student}.log"  # beside grades.csv
+            return in_a_teachers_words(said, memory_bytes, log_name)
     return None
 
 

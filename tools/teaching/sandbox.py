@@ -156,6 +156,20 @@ class Cgroup:
                 if (folder / file).exists():
                     (folder / file).write_text(str(value))
 
+    def ran_out_of_memory(self) -> bool:
+        """Whether the kernel's OOM killer ended a process of this cgroup (v2: memory.events;
+        v1: memory.oom_control), so a note can name the memory limit rather than a crash."""
+        for folder in self.folders:
+            for file in ("memory.events", "memory.oom_control"):
+                try:
+                    text = (folder / file).read_text()
+                except OSError:
+                    continue
+                counts = dict(line.split()[:2] for line in text.splitlines() if line.strip())
+                if int(counts.get("oom_kill", 0)) > 0:
+                    return True
+        return False
+
     def join_command(self) -> list[str]:
         """A command prefix that moves itself into the cgroup, then runs the rest."""
         procs = [shlex.quote(str(folder / "cgroup.procs")) for folder in self.folders]
@@ -593,7 +607,14 @@ class SandboxedExecute(Execute):
                 cell, cell_index, execution_count, store_history
             )
         except DeadKernelError:
-            self._stopped = "the kernel stopped (the code above crashed or exited)"
+            cgroup = getattr(self.km, "cgroup", None)
+            if cgroup is not None and cgroup.ran_out_of_memory():
+                self._stopped = (
+                    f"code cell {execution_count or cell_index} used up the submission's memory "
+                    f"(--memory-gb {self.km.memory / 2**30:g}) and the kernel was stopped"
+                )
+            else:
+                self._stopped = "the kernel stopped (the code above crashed or exited)"
             cell.outputs.append(_error("DeadKernelError", self._stopped))
         except CellTimeoutError:
             self._stopped = f"a cell did not stop within {self.timeout} s, even when interrupted"
