@@ -214,7 +214,8 @@ def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monk
 
     autograded = []
 
-    def autograde(course, name, student, limit_s, logs):  # no kernel: the routing is tested
+    # no kernel: the routing is tested
+    def autograde(course, name, student, limit_s, logs, memory_bytes):
         autograded.append(student)
         (logs / f"{student}.log").write_text("stand-in")
         return f"stand-in grade of {student}"
