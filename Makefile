@@ -23,7 +23,7 @@ help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
 	@echo "               your own token from the environment, never make's command line: LAB_TOKEN=... make lab)"
 	@echo "make hub      - JupyterHub for a class (as root): a login, Unix account and Lab per student,"
-	@echo "               the lessons by one nbgitpuller link; 127.0.0.1:8000 unless HUB_IP (README: Teach a class)"
+	@echo "               the lessons by one nbgitpuller link; 127.0.0.1:8000 unless HUB_IP (TEACHING.md)"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook (a few minutes)"
 	@echo "make test-e2e - what a person starts: every notebook in \`make lab\`'s kernels and in the zip,"
 	@echo "               the site and decks in Chromium, Lab and RISE, torchrun launches, a fresh Python"
@@ -75,7 +75,7 @@ lab: $(STAMP) data-link
 	$(BIN)/python -m tools.publishing.lab
 
 # JupyterHub for a class (tools/teaching/hub.py, tools/teaching/jupyterhub_config.py; README,
-# "Teach a class"): the hub's pins on top of the venv, and its proxy from npm into
+# TEACHING.md): the hub's pins on top of the venv, and its proxy from npm into
 # tools/teaching/proxy/node_modules (the lock file's exact versions; never a global install).
 HUB_STAMP  := $(VENV)/.hub-installed
 HUB_PROXY  := tools/teaching/proxy/node_modules/.package-lock.json

@@ -1,5 +1,5 @@
 """bench/classroom.py's inputs: what each simulated student runs and reads (no hub started
-here; the benchmark itself is run by hand: README, "Teach a class"), and its options' ranges."""
+here; the benchmark itself is run by hand: TEACHING.md), and its options' ranges."""
 
 from __future__ import annotations
 

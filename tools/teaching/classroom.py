@@ -161,7 +161,7 @@ def settings(environ: os._Environ | dict = os.environ) -> Settings:
     active = _int("HUB_ACTIVE_LIMIT", get("HUB_ACTIVE_LIMIT", str(min(class_size, fits))), 1, 10000)
     # Threads: the cores shared by the students who may train at once (every running server),
     # at least one. OpenMP threads spin-wait, so kernels that each take every core of a shared
-    # machine are slower than kernels with one thread each (README, "Teach a class").
+    # machine are slower than kernels with one thread each (TEACHING.md).
     threads = max(1, cores() // min(class_size, active))
     authenticator = get("HUB_AUTHENTICATOR", "native")
     if authenticator not in ("native", "dummy"):

@@ -1,6 +1,6 @@
 # JupyterHub for a class (`make hub`, tools/teaching/hub.py): one server, a login and a Unix
 # account per student, the lessons pulled with one nbgitpuller link. The values come from
-# HUB_* variables through tools/teaching/classroom.py (README, "Teach a class").
+# HUB_* variables through tools/teaching/classroom.py (TEACHING.md).
 # JupyterHub runs this file with `c` (its config object) defined.
 # ruff: noqa: F821
 
