@@ -85,6 +85,19 @@ class Person:
         res.raise_for_status()
         return res.text
 
+    def sign_up_page(self) -> str:
+        """The sign-up form's answer, whatever its status (a refused name answers 400)."""
+        self.http.get(f"{self.hub.url}/hub/signup", timeout=60).raise_for_status()
+        form = {"username": self.name, "signup_password": PASSWORD}
+        form["signup_password_confirmation"] = PASSWORD
+        form["_xsrf"] = self.http.cookies.get("_xsrf", path="/hub/")
+        return self.http.post(f"{self.hub.url}/hub/signup", data=form, timeout=60).text
+
+    def approve(self, name: str, action: str = "approve"):
+        """The Authorize page's button (the teacher): a POST with the hub's XSRF token."""
+        form = {"action": action, "_xsrf": self.http.cookies.get("_xsrf", path="/hub/")}
+        return self.http.post(f"{self.hub.url}/hub/authorize/{name}", data=form, timeout=60)
+
     def log_in(self) -> str:
         """The login form; the URL it ended on (the home page when it worked)."""
         self.http.get(f"{self.hub.url}/hub/login", timeout=60).raise_for_status()
@@ -367,12 +380,18 @@ def _remove_cgroups(name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def classroom_run(hub: Hub) -> dict[str, Person]:
+def teacher(hub: Hub) -> Person:
+    """The teacher, signed up first (the admin needs no approval) and signed in."""
+    person = Person(hub.teacher, hub)
+    assert "signup was successful" in person.sign_up()
+    assert urlsplit(person.log_in()).path == "/hub/home"
+    return person
+
+
+@pytest.fixture(scope="module")
+def classroom_run(hub: Hub, teacher: Person) -> dict[str, Person]:
     """The teacher signs up first, three students sign up, the teacher approves them; then the
     three at once sign in, click the link, pull and run every cell of notebook 01."""
-    teacher = Person(hub.teacher, hub)
-    assert "signup was successful" in teacher.sign_up()  # the admin needs no approval
-    assert urlsplit(teacher.log_in()).path == "/hub/home"
     people = {name: Person(name, hub) for name in hub.students}
     with ThreadPoolExecutor(len(people)) as pool:
         pages = list(pool.map(Person.sign_up, people.values()))
@@ -382,8 +401,7 @@ def classroom_run(hub: Hub) -> dict[str, Person]:
     page = waiting.http.get(f"{hub.url}/hub/home", timeout=60)
     assert urlsplit(page.url).path == "/hub/login", "a student got in before the teacher approved"
     for name in people:  # the teacher's approval page, one click per student
-        res = teacher.http.get(f"{hub.url}/hub/authorize/{name}", timeout=60)
-        res.raise_for_status()
+        teacher.approve(name).raise_for_status()
 
     notebook = f"{FOLDER}/notebooks/01_tensors.ipynb"
 
@@ -593,3 +611,105 @@ def test_the_idle_culler_runs_as_a_hub_service(classroom_run, hub: Hub) -> None:
     while not re.search(r"200 GET /hub/api/users\S* \(idle-culler@", hub.log.read_text()):
         assert time.monotonic() < deadline, "the culler never asked the hub for its users"
         time.sleep(1)
+
+
+# --- No state change by GET; names that can never sign in; the links (issue 47, 4/7/8) ----
+
+
+def _sign_ups(hub: Hub) -> dict[str, bool]:
+    """NativeAuthenticator's sign-ups in the hub's database: name -> approved."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{hub.settings.state_dir / 'jupyterhub.sqlite'}?mode=ro", uri=True)
+    try:
+        return dict(db.execute("SELECT username, is_authorized FROM users_info").fetchall())
+    finally:
+        db.close()
+
+
+NEVER_SIGN_IN = ["root", "daemon", "www-data", "alice ", "../x", "a" * 200, "élève", "学生"]
+
+
+def test_sign_up_refuses_names_that_can_never_sign_in_and_says_the_rule(hub: Hub, teacher) -> None:
+    for name in NEVER_SIGN_IN:
+        person = Person(name, hub)
+        page = person.sign_up_page()
+        assert "a lower-case letter (a-z) first" in page and "at most 31 characters" in page, name
+        assert "sent to the admin" not in page, name
+    chinese = Person("root", hub)
+    chinese.http.headers["Accept-Language"] = "zh-CN,zh;q=0.9,en;q=0.8"
+    assert "用户名须以小写英文字母（a-z）开头" in chinese.sign_up_page()
+    assert not set(_sign_ups(hub)) & {n.lower() for n in NEVER_SIGN_IN}
+
+
+def test_images_on_the_hubs_origin_change_no_approval_in_chromium(
+    hub: Hub, teacher: Person, browser
+) -> None:
+    """The images a student put in a notebook, loaded in the teacher's signed-in Chromium on
+    the hub's origin, and a form posted without the XSRF token: nothing changes. Then the
+    teacher's Authorize button approves."""
+    from tests.browser import Deadline
+
+    mallory = Person(_unique("mal"), hub)
+    assert "sent to the admin" in mallory.sign_up()
+    assert _sign_ups(hub)[mallory.name] == 0
+    deadline = Deadline(TIMEOUT_S)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{hub.url}/hub/login", timeout=deadline.ms())
+        page.fill("#username_input", hub.teacher)
+        page.fill("#password_input", PASSWORD)
+        page.click("#login_submit", timeout=deadline.ms())
+        page.wait_for_url("**/hub/home", timeout=deadline.ms())
+        attacks = [f"/hub/authorize/{mallory.name}", f"/hub/authorize/{hub.teacher}"]
+        attacks += [f"/hub/discard/{mallory.name}"]
+        loaded = page.evaluate(
+            """(srcs) => Promise.all(srcs.map(src => new Promise(done => {
+                 const img = new Image(); img.onload = img.onerror = () => done(src);
+                 img.src = src; document.body.appendChild(img); })))""",
+            attacks,
+        )
+        assert loaded == attacks
+        statuses = page.evaluate(
+            """(src) => fetch(src, {method: 'POST', credentials: 'include',
+                 headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                 body: 'action=approve'}).then(r => r.status)""",
+            f"/hub/authorize/{mallory.name}",
+        )
+        assert statuses == 403  # JupyterHub's XSRF check: no token, no change
+        sign_ups = _sign_ups(hub)
+        assert sign_ups[mallory.name] == 0, "an image approved a sign-up"
+        assert sign_ups[hub.teacher] == 1, "an image un-approved the teacher"
+        page.goto(f"{hub.url}/hub/authorize", timeout=deadline.ms())
+        page.click(f"tr[id='{mallory.name}'] button[value=approve]", timeout=deadline.ms())
+        page.wait_for_url("**/hub/authorize*", timeout=deadline.ms())
+        assert _sign_ups(hub)[mallory.name] == 1, "the Authorize button did not approve"
+        page.click(f"tr[id='{mallory.name}'] button[value=revoke]", timeout=deadline.ms())
+        page.wait_for_url("**/hub/authorize*", timeout=deadline.ms())
+        assert _sign_ups(hub)[mallory.name] == 0
+    finally:
+        context.close()
+
+
+def test_the_teacher_cannot_open_students_servers_on_one_origin(teacher: Person) -> None:
+    """Without HUB_DOMAIN, every server shares the hub's origin: the teacher's admin role
+    lacks access:servers, so a student's pages never run with the teacher's hub session."""
+    scopes = set(teacher.api("GET", "/hub/api/user").json()["scopes"])
+    assert "admin:users" in scopes
+    assert "access:servers" not in scopes and "shares" not in scopes
+
+
+def test_make_hub_prints_the_links_last_in_both_languages(hub: Hub) -> None:
+    text = hub.log.read_text(errors="replace")
+    tail = text[text.index("JupyterHub is now running") :]
+    english, chinese = (
+        hub.link("notebooks/01_tensors.ipynb"),
+        hub.link("notebooks/zh/01_tensors.ipynb"),
+    )
+    assert english in tail and chinese in tail
+    files = [hub.settings.state_dir / name for name in ("links.txt", "links.html")]
+    for path in files:
+        assert str(path) in tail
+        assert path.stat().st_mode & 0o777 == 0o600 and path.stat().st_uid == 0
+    assert english in files[0].read_text() and chinese in files[0].read_text()

@@ -4,7 +4,9 @@
 Checks what would otherwise fail later and obscurely (root, ports, the proxy, files the
 students must read), prepares the root-owned folder ``HUB_SRV`` (default /srv/blitz: the hub's
 private state, the shared read-only CIFAR-10 subset, the git setting that lets students pull
-the teacher's clone), prints the link to hand out, then becomes JupyterHub (exec)."""
+the teacher's clone), then runs JupyterHub and, once it runs, prints the links to hand out
+(English and Chinese, tools/teaching/links.py) after its start-up log and writes them to the
+state folder."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import errno
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -19,7 +22,7 @@ import sys
 from pathlib import Path
 
 from tools import owned as hub_owned
-from tools.teaching import classroom
+from tools.teaching import classroom, hubsite, links
 
 CONFIG = Path(__file__).resolve().parent / "jupyterhub_config.py"
 
@@ -139,7 +142,8 @@ def _prepare(s: classroom.Settings) -> list[str]:
 def main() -> None:
     try:
         s = classroom.settings()
-    except classroom.SettingError as err:
+        hubsite.domain()
+    except (classroom.SettingError, hubsite.DomainError) as err:
         _fail(str(err))
     if os.geteuid() != 0:
         _fail(
@@ -185,13 +189,59 @@ def main() -> None:
     classroom.ensure_students_group()
     for line in _prepare(s) + classroom.capacity_lines(s):
         print(f"make hub: {line}", flush=True)
-    print(
-        f"make hub: JupyterHub at {s.url} (the teacher: sign up as {s.teacher!r} first)", flush=True
-    )
-    print(f"make hub: students' link: {s.link()}", flush=True)
-    argv = [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)]
+    lang = links.course_lang()
+    print(f"make hub: {_SAY[lang]['isolation'][bool(hubsite.domain())]}", flush=True)
+    class_links = links.class_links(s)
+    files = links.write(s, class_links)
+    closing = links.block(s, class_links, files, lang)
     os.chdir(classroom.ROOT)  # the config imports tools.teaching from here
-    os.execv(sys.executable, argv)
+    sys.exit(_run_hub([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], closing))
+
+
+# make hub's own lines in the teacher's language (COURSE_LANG=zh: Chinese)
+_SAY = {
+    "en": {
+        "isolation": (
+            "students' servers share the hub's web origin: the teacher cannot open them (set "
+            "HUB_DOMAIN, e.g. HUB_DOMAIN=localhost on this machine, to give each its own site "
+            "and the teacher access)",
+            "each student's server is a site of its own (<name>.HUB_DOMAIN); the teacher may "
+            "open them",
+        ),
+    },
+    "zh": {
+        "isolation": (
+            "学生的服务器与 JupyterHub 同源：教师不能打开学生的服务器（设置 HUB_DOMAIN，"
+            "例如本机用 HUB_DOMAIN=localhost，可让每个学生有自己的站点，教师即可打开）",
+            "每个学生的服务器是独立站点（<name>.HUB_DOMAIN）；教师可以打开",
+        ),
+    },
+}
+READY = b"JupyterHub is now running"  # JupyterHub's own line once the proxy routes to it
+
+
+def _run_hub(argv: list[str], closing: list[str]) -> int:
+    """JupyterHub as a child whose output passes through; once it says it runs, the links
+    (``closing``) are printed after its start-up log, where a teacher looks. Ctrl-C reaches
+    JupyterHub (same process group), which stops the students' servers; a TERM sent to this
+    process alone is passed on. JupyterHub's exit code is returned."""
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Ctrl-C: the child has it too and stops cleanly; TERM: passed on
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    try:
+        out = sys.stdout.buffer
+        shown = False
+        for line in iter(child.stdout.readline, b""):
+            out.write(line)
+            if not shown and READY in line:
+                out.write("".join(f"{x}\n" for x in closing).encode())
+                shown = True
+            out.flush()
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
 
 
 if __name__ == "__main__":

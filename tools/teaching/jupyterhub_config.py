@@ -12,7 +12,7 @@ from jupyterhub.auth import DummyAuthenticator, LocalAuthenticator
 from jupyterhub.spawner import LocalProcessSpawner
 from nativeauthenticator import NativeAuthenticator
 
-from tools.teaching import classroom
+from tools.teaching import classroom, hubauth, hubsite
 
 s = classroom.settings()
 
@@ -63,6 +63,17 @@ class _Classroom(LocalAuthenticator):
 class ClassNativeAuthenticator(_Classroom, NativeAuthenticator):
     """Students sign up with a password; the teacher approves each at /hub/authorize."""
 
+    # --- hubsec: no state change by GET, names that can sign in (tools/teaching/hubauth.py)
+    def get_handlers(self, app):
+        # approve/revoke/discard only by POST with the XSRF token; sign-up refuses, with the
+        # rule, a name that could never sign in (pattern, or an account the hub did not make)
+        ours = hubauth.handlers(
+            lambda name: classroom.is_student_or_teacher(
+                name, s.teacher, classroom.made_accounts(s)
+            )
+        )
+        return hubauth.replace_handlers(super().get_handlers(app), ours)
+
 
 class ClassDummyAuthenticator(_Classroom, DummyAuthenticator):
     """Tests and benchmarks only: one shared password, refused off loopback (classroom.py)."""
@@ -77,8 +88,10 @@ if s.authenticator == "native":
     import nativeauthenticator
 
     # its sign-up, approval and password pages
+    # (the approval page first from tools/teaching/templates: its buttons POST, hubauth.py)
     c.JupyterHub.template_paths = [
-        os.path.join(os.path.dirname(nativeauthenticator.__file__), "templates")
+        str(hubauth.TEMPLATES),
+        os.path.join(os.path.dirname(nativeauthenticator.__file__), "templates"),
     ]
     c.NativeAuthenticator.open_signup = False  # every sign-up waits for the teacher
     c.NativeAuthenticator.minimum_password_length = 8
@@ -98,7 +111,7 @@ c.Authenticator.admin_users = {s.teacher}
 # (to help them, and so to see their files); README says so. (admin_access, which once turned
 # that off, is deprecated since JupyterHub 2 and does nothing.)
 # Names become Unix login names: lower-case letter first, then letters, digits, - or _.
-c.Authenticator.username_pattern = r"^[a-z][a-z0-9_-]{0,30}$"
+c.Authenticator.username_pattern = hubauth.USERNAME_PATTERN
 # A Unix account with a private home (0700) for each new user, in the students' group.
 c.LocalAuthenticator.create_system_users = True
 c.LocalAuthenticator.add_user_cmd = classroom.add_user_cmd()
@@ -168,3 +181,26 @@ c.JupyterHub.load_roles = [
         "services": ["idle-culler"],
     }
 ]
+
+# --- hubsec: whose pages run with whose session; what a server and its terminal run ----------
+# (tools/teaching/hubsite.py says why, after JupyterHub's security overview)
+if hubsite.domain():
+    # each student's server on a site of its own (<name>.HUB_DOMAIN): its pages cannot act
+    # with the teacher's hub session, so the teacher may open students' servers
+    c.JupyterHub.subdomain_host = hubsite.public_url(s.url, s.port)
+else:
+    # one origin for the hub and every server: the teacher's browser never loads a student's
+    # server (the admin role without access:servers and shares)
+    from jupyterhub.roles import get_default_roles
+
+    _admin = next(r for r in get_default_roles() if r["name"] == "admin")
+    c.JupyterHub.load_roles.append(
+        {"name": "admin", "scopes": hubsite.admin_scopes(_admin["scopes"])}
+    )
+# a student cannot change what their server runs: no ~/.jupyter config, and the venv's Python
+# isolated from the home folder it starts in, the user's site-packages and PYTHON* variables
+c.Spawner.disable_user_config = True
+c.Spawner.cmd = hubsite.server_cmd(classroom.VENV_PYTHON)
+# Lab's terminal: an interactive, non-login bash, which keeps the venv first on PATH (`python`
+# is the lessons' Python); a login shell's /etc/profile would reset PATH
+c.Spawner.args = [*c.Spawner.args, hubsite.terminal_arg()]
