@@ -91,7 +91,8 @@ class Person:
         form = {"username": self.name, "signup_password": PASSWORD}
         form["signup_password_confirmation"] = PASSWORD
         form["_xsrf"] = self.http.cookies.get("_xsrf", path="/hub/")
-        return self.http.post(f"{self.hub.url}/hub/signup", data=form, timeout=60).text
+        res = self.http.post(f"{self.hub.url}/hub/signup", data=form, timeout=60)
+        return res.content.decode("utf-8")  # the page is UTF-8; requests guesses Latin-1
 
     def approve(self, name: str, action: str = "approve"):
         """The Authorize page's button (the teacher): a POST with the hub's XSRF token."""
@@ -452,9 +453,11 @@ def test_three_students_pull_the_lessons_and_run_notebook_01(classroom_run, hub:
 
 
 def test_the_teacher_is_the_only_admin(classroom_run, hub: Hub) -> None:
+    """On one origin (no HUB_DOMAIN) the teacher holds the role "teacher" (the admin's
+    scopes less access:servers), and nobody is an admin."""
     users = classroom_run["teacher"].api("GET", "/hub/api/users").json()
-    admins = sorted(u["name"] for u in users if u["admin"])
-    assert admins == [hub.teacher]
+    assert not [u["name"] for u in users if u["admin"]]
+    assert [u["name"] for u in users if "teacher" in u["roles"]] == [hub.teacher]
     student = _students(classroom_run)[0]
     assert student.api("GET", "/hub/api/users").status_code == 403
 
@@ -713,3 +716,35 @@ def test_make_hub_prints_the_links_last_in_both_languages(hub: Hub) -> None:
         assert str(path) in tail
         assert path.stat().st_mode & 0o777 == 0o600 and path.stat().st_uid == 0
     assert english in files[0].read_text() and chinese in files[0].read_text()
+
+
+def test_the_lab_terminals_python_is_the_lessons_python(classroom_run, hub: Hub) -> None:
+    """A terminal of a student's Lab (jupyter_server's terminals API and websocket, as Lab
+    opens one): `python` is the venv's, with PyTorch."""
+    import websocket
+
+    student = _students(classroom_run)[0]
+    headers = {"Authorization": f"token {student.ensure_token()}"}
+    res = student.http.post(f"{student.server}/api/terminals", headers=headers, timeout=60)
+    res.raise_for_status()
+    name = res.json()["name"]
+    url = student.server.replace("http://", "ws://") + f"/terminals/websocket/{name}"
+    ws = websocket.create_connection(url, header=[f"Authorization: token {student.token}"])
+    try:
+        probe = "command -v python; python -c 'import sys, torch; print(\"PY\", sys.prefix)'"
+        ws.send(json.dumps(["stdin", probe + "\r"]))
+        seen, deadline = "", time.monotonic() + TIMEOUT_S
+        while "PY /" not in seen.replace("\r", "") and time.monotonic() < deadline:
+            ws.settimeout(max(1.0, deadline - time.monotonic()))
+            kind, *rest = json.loads(ws.recv())
+            if kind == "stdout":
+                seen += rest[0]
+    finally:
+        ws.close()
+        student.http.delete(f"{student.server}/api/terminals/{name}", headers=headers, timeout=60)
+    # the students' Python: _students_python's venv when it made one, else this one
+    venv = hub.srv / "venv" / "bin" if (hub.srv / "venv").is_dir() else Path(sys.prefix) / "bin"
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", seen.replace("\r", ""))
+    lines = [x.strip() for x in plain.splitlines()]  # the shell's colours and title removed
+    assert f"{venv}/python" in lines, seen[-1500:]
+    assert any(x.startswith("PY /") for x in lines), seen[-1500:]

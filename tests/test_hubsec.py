@@ -54,7 +54,7 @@ def test_our_handlers_replace_native_authenticators_own_routes() -> None:
     from nativeauthenticator import NativeAuthenticator
 
     native = NativeAuthenticator.get_handlers(None, None)
-    ours = hubauth.handlers(lambda _: True)
+    ours = hubauth.handlers(lambda _: True, "teacher")
     merged = dict(hubauth.replace_handlers(native, ours))
     assert len(merged) == len(native)
     for route, handler in ours:

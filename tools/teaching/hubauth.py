@@ -74,9 +74,10 @@ def refusal(name: str, may_sign_in: Callable[[str], bool], lang: str = "en") -> 
     return None
 
 
-def handlers(may_sign_in: Callable[[str], bool]) -> list[tuple[str, type]]:
+def handlers(may_sign_in: Callable[[str], bool], teacher: str) -> list[tuple[str, type]]:
     """NativeAuthenticator's sign-up, approval and discard handlers replaced by the ones below
-    (imported here: only the hub, which has the package, needs them)."""
+    (imported here: only the hub, which has the package, needs them); ``teacher``'s own
+    approval cannot be revoked."""
     from jupyterhub.scopes import needs_scope
     from nativeauthenticator.handlers import LocalBase, SignUpHandler
     from nativeauthenticator.orm import UserInfo
@@ -86,6 +87,15 @@ def handlers(may_sign_in: Callable[[str], bool]) -> list[tuple[str, type]]:
 
     class ClassSignUpHandler(SignUpHandler):
         """NativeAuthenticator's sign-up, refusing first what could never sign in."""
+
+        def get_result_message(self, user, *args):
+            # a sign-up approved at once (the teacher's) says so, admin or not
+            if user is not None and user.is_authorized:
+                return "alert-success", (
+                    "The signup was successful! You can now go to the home page and log in "
+                    "to the system."
+                )
+            return super().get_result_message(user, *args)
 
         async def post(self):
             if not self.authenticator.enable_signup:
@@ -123,7 +133,7 @@ def handlers(may_sign_in: Callable[[str], bool]) -> list[tuple[str, type]]:
             info = UserInfo.find(self.db, name)
             if info is None:
                 raise web.HTTPError(404, f"no sign-up named {name}")
-            if name in self.authenticator.admin_users and action == "revoke":
+            if name == teacher and action == "revoke":
                 raise web.HTTPError(400, "the teacher's own approval cannot be revoked")
             if info.is_authorized != (action == "approve"):
                 UserInfo.change_authorization(self.db, name)

@@ -70,7 +70,8 @@ class ClassNativeAuthenticator(_Classroom, NativeAuthenticator):
         ours = hubauth.handlers(
             lambda name: classroom.is_student_or_teacher(
                 name, s.teacher, classroom.made_accounts(s)
-            )
+            ),
+            s.teacher,
         )
         return hubauth.replace_handlers(super().get_handlers(app), ours)
 
@@ -190,12 +191,20 @@ if hubsite.domain():
     c.JupyterHub.subdomain_host = hubsite.public_url(s.url, s.port)
 else:
     # one origin for the hub and every server: the teacher's browser never loads a student's
-    # server (the admin role without access:servers and shares)
+    # server (JupyterHub refuses to change the admin role's scopes, so the teacher is not
+    # an admin but holds a role of the admin's scopes less access:servers and shares)
     from jupyterhub.roles import get_default_roles
 
     _admin = next(r for r in get_default_roles() if r["name"] == "admin")
+    c.Authenticator.admin_users = set()
+    c.Authenticator.allowed_users = {s.teacher}  # NativeAuthenticator: no approval needed
     c.JupyterHub.load_roles.append(
-        {"name": "admin", "scopes": hubsite.admin_scopes(_admin["scopes"])}
+        {
+            "name": "teacher",
+            "description": "The admin's powers but opening students' servers (one origin)",
+            "scopes": hubsite.admin_scopes(_admin["scopes"]),
+            "users": [s.teacher],
+        }
     )
 # a student cannot change what their server runs: no ~/.jupyter config, and the venv's Python
 # isolated from the home folder it starts in, the user's site-packages and PYTHON* variables
