@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -35,7 +36,7 @@ import nbformat
 import pytest
 
 from tools.harness import contract
-from tools.teaching import classroom
+from tools.teaching import classroom, hubsite
 from utils.launch import free_port
 
 pytestmark = pytest.mark.e2e
@@ -96,7 +97,10 @@ class Person:
 
     def approve(self, name: str, action: str = "approve"):
         """The Authorize page's button (the teacher): a POST with the hub's XSRF token."""
-        form = {"action": action, "_xsrf": self.http.cookies.get("_xsrf", path="/hub/")}
+        page = self.http.get(f"{self.hub.url}/hub/authorize", timeout=60)
+        page.raise_for_status()
+        token = re.search(r'name="_xsrf" value="([^"]+)"', page.text)
+        form = {"action": action, "_xsrf": token[1] if token else ""}  # the button's form
         return self.http.post(f"{self.hub.url}/hub/authorize/{name}", data=form, timeout=60)
 
     def log_in(self) -> str:
@@ -297,6 +301,19 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    with _running_hub(tmp_path_factory, {}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def domain_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    """A second hub, with HUB_DOMAIN=localhost: each student's server at NAME.localhost."""
+    with _running_hub(tmp_path_factory, {"HUB_DOMAIN": "localhost"}) as running:
+        yield running
+
+
+@contextmanager
+def _running_hub(tmp_path_factory: pytest.TempPathFactory, extra: dict[str, str]) -> Iterator[Hub]:
     if reason := _skip_reason():
         pytest.skip(reason)
     srv = Path(tempfile.mkdtemp(prefix="blitz-hub-test-"))
@@ -311,7 +328,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     env |= {"HUB_SRV": str(srv / "srv"), "HUB_LESSONS": str(lessons), "HUB_BRANCH": "main"}
     env |= {"HUB_TEACHER": teacher, "HUB_CLASS_SIZE": "3", "HUB_ACTIVE_LIMIT": "3"}
     env |= {"HUB_PORT": str(free_port()), "HUB_INTERNAL_PORT": str(free_port())}
-    env |= {"HUB_PROXY_API_PORT": str(free_port())}
+    env |= {"HUB_PROXY_API_PORT": str(free_port())} | extra
     if contract.SHARED_SUBSET.is_file():
         env["BLITZ_CIFAR10_SUBSET"] = str(contract.SHARED_SUBSET)
     settings = classroom.settings(env)
@@ -323,7 +340,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"make hub (exit code {proc.poll()}):\n{text[-4000:]}")
             time.sleep(0.5)
-        yield Hub(settings.url, proc, log, lessons, srv, settings, teacher, students)
+        url = hubsite.public_url(settings.url, settings.port, env)  # HUB_DOMAIN's when set
+        yield Hub(url, proc, log, lessons, srv, settings, teacher, students)
     finally:
         _stop(proc)
         for name in [teacher, *students]:
@@ -704,7 +722,10 @@ def test_the_teacher_cannot_open_students_servers_on_one_origin(teacher: Person)
 
 
 def test_make_hub_prints_the_links_last_in_both_languages(hub: Hub) -> None:
-    text = hub.log.read_text(errors="replace")
+    deadline = time.monotonic() + 30  # printed at once after the line the fixture waited for
+    while "links.html" not in (text := hub.log.read_text(errors="replace")):
+        assert time.monotonic() < deadline, text[-3000:]
+        time.sleep(0.2)
     tail = text[text.index("JupyterHub is now running") :]
     english, chinese = (
         hub.link("notebooks/01_tensors.ipynb"),
@@ -748,3 +769,50 @@ def test_the_lab_terminals_python_is_the_lessons_python(classroom_run, hub: Hub)
     lines = [x.strip() for x in plain.splitlines()]  # the shell's colours and title removed
     assert f"{venv}/python" in lines, seen[-1500:]
     assert any(x.startswith("PY /") for x in lines), seen[-1500:]
+
+
+def test_with_hub_domain_the_teacher_opens_a_students_server_on_its_own_site(
+    domain_hub: Hub, browser
+) -> None:
+    """HUB_DOMAIN=localhost: the teacher (the admin here) approves a student and opens their
+    server in Chromium at NAME.localhost, a site that never receives the hub's login cookie.
+    (The teacher's steps run in Chromium: the hub's session cookie then names the domain
+    `localhost`, which Python's cookie jar refuses.)"""
+    from tests.browser import Deadline
+
+    hub = domain_hub
+    teacher, student = Person(hub.teacher, hub), Person(hub.students[0], hub)
+    assert "signup was successful" in teacher.sign_up()
+    assert "sent to the admin" in student.sign_up()
+    site = f"http://{student.name}.localhost:{hub.settings.port}"
+    deadline = Deadline(TIMEOUT_S)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{hub.url}/hub/login", timeout=deadline.ms())
+        page.fill("#username_input", hub.teacher)
+        page.fill("#password_input", PASSWORD)
+        page.click("#login_submit", timeout=deadline.ms())
+        page.wait_for_url("**/hub/home", timeout=deadline.ms())
+        page.goto(f"{hub.url}/hub/authorize", timeout=deadline.ms())
+        page.click(f"tr[id='{student.name}'] button[value=approve]", timeout=deadline.ms())
+        page.wait_for_url("**/hub/authorize*", timeout=deadline.ms())
+        assert _sign_ups(hub)[student.name] == 1
+        student.log_in()  # the student's account is made at their first sign-in
+        page.goto(f"{hub.url}/hub/spawn/{student.name}", timeout=deadline.ms())
+        own = re.compile(rf"^{re.escape(site)}/user/{student.name}/.*")
+        page.wait_for_url(
+            re.compile(f"{own.pattern}|.*/hub/api/oauth2/authorize.*"), timeout=deadline.ms()
+        )
+        if "/oauth2/authorize" in page.url:  # JupyterHub asks the teacher to confirm
+            page.click("form [type=submit]", timeout=deadline.ms())
+            page.wait_for_url(own, timeout=deadline.ms())
+        page.goto(f"{site}/user/{student.name}/api/contents", timeout=deadline.ms())
+        listing = json.loads(page.evaluate("() => document.body.innerText"))
+        assert listing["type"] == "directory", listing
+        hub_cookies = {c["name"] for c in context.cookies([f"{hub.url}/hub/"])}
+        site_cookies = {c["name"] for c in context.cookies([f"{site}/hub/"])}
+        assert "jupyterhub-hub-login" in hub_cookies
+        assert "jupyterhub-hub-login" not in site_cookies
+    finally:
+        context.close()
