@@ -4,6 +4,7 @@ a hub: tests/test_hub.py tries the same in a running one (e2e, root)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -188,3 +189,17 @@ def test_the_links_come_after_jupyterhubs_start_up_log(tmp_path: Path, capfdbina
     out = capfdbinary.readouterr().out.decode().splitlines()
     assert code == 0
     assert out == ["starting", "JupyterHub is now running at x", "LINKS", "http://link", "later"]
+
+
+def test_a_bad_hub_domain_is_one_line_from_make_hub() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    env["HUB_DOMAIN"] = "https://jupyter.school.example"
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "-m", "tools.teaching.hub"], cwd=root, env=env, capture_output=True
+    )
+    assert run.returncode == 1 and run.stdout == b""
+    lines = run.stderr.decode().strip().splitlines()
+    assert (
+        len(lines) == 1 and "HUB_DOMAIN='https://jupyter.school.example' is not a host" in lines[0]
+    )
