@@ -816,3 +816,41 @@ def test_with_hub_domain_the_teacher_opens_a_students_server_on_its_own_site(
         assert "jupyterhub-hub-login" not in site_cookies
     finally:
         context.close()
+
+
+def test_a_teacher_who_was_admin_is_not_one_after_a_restart_on_one_origin(domain_hub: Hub) -> None:
+    """The HUB_DOMAIN hub made its teacher an admin in its database; the same state folder
+    started again without HUB_DOMAIN (one origin) holds no admin, only the teacher role."""
+    import sqlite3
+
+    hub = domain_hub
+    _stop(hub.proc)
+    s = hub.settings
+    env = {k: v for k, v in (contract.SHELL_ENVIRON or os.environ).items() if k != "HUB_DOMAIN"}
+    env |= {"HUB_SRV": str(s.srv), "HUB_LESSONS": str(s.lessons), "HUB_BRANCH": "main"}
+    env |= {"HUB_TEACHER": s.teacher, "HUB_CLASS_SIZE": "3", "HUB_ACTIVE_LIMIT": "3"}
+    env |= {"HUB_PORT": str(s.port), "HUB_INTERNAL_PORT": str(s.hub_port)}
+    env |= {"HUB_PROXY_API_PORT": str(s.proxy_api_port)}
+    made = hub.srv / "venv" / "bin" / "python"  # _students_python's, when it made one
+    log = hub.log.with_name("hub-restarted.log")
+    proc = _start(env, log, made if made.exists() else Path(sys.executable))
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while "JupyterHub is now running" not in (text := log.read_text(errors="replace")):
+            assert proc.poll() is None and time.monotonic() < deadline, text[-4000:]
+            time.sleep(0.5)
+        db = sqlite3.connect(f"file:{s.state_dir / 'jupyterhub.sqlite'}?mode=ro", uri=True)
+        try:
+            admins = db.execute("SELECT name FROM users WHERE admin = 1").fetchall()
+            roles = db.execute(
+                "SELECT roles.name FROM users"
+                " JOIN user_role_map ON users.id = user_role_map.user_id"
+                " JOIN roles ON roles.id = user_role_map.role_id WHERE users.name = ?",
+                (s.teacher,),
+            ).fetchall()
+        finally:
+            db.close()
+        assert admins == []
+        assert ("teacher",) in roles and ("admin",) not in roles
+    finally:
+        _stop(proc)

@@ -197,6 +197,9 @@ else:
 
     _admin = next(r for r in get_default_roles() if r["name"] == "admin")
     c.Authenticator.admin_users = set()
+    # and nobody else either: a hub started before with HUB_DOMAIN (or an older make hub) left
+    # the teacher in the admin role in its database; a role spec naming users resets them
+    c.JupyterHub.load_roles.append({"name": "admin", "users": []})
     c.Authenticator.allowed_users = {s.teacher}  # NativeAuthenticator: no approval needed
     c.JupyterHub.load_roles.append(
         {
