@@ -203,3 +203,18 @@ def test_a_bad_hub_domain_is_one_line_from_make_hub() -> None:
     assert (
         len(lines) == 1 and "HUB_DOMAIN='https://jupyter.school.example' is not a host" in lines[0]
     )
+
+
+def test_make_hubs_own_lines_exist_in_both_languages_with_the_same_blanks(monkeypatch) -> None:
+    import string
+
+    def blanks(text: str) -> set[str]:
+        return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+    assert hub._SAY["en"].keys() == hub._SAY["zh"].keys()
+    for key, english in hub._SAY["en"].items():
+        assert blanks(english) == blanks(hub._SAY["zh"][key]), key
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    assert hub._say("no_subset", shared="/srv/x").startswith("/srv/x 处没有子集")
+    monkeypatch.setenv("COURSE_LANG", "en")
+    assert hub._say("no_subset", shared="/srv/x").startswith("no subset at /srv/x")

@@ -90,14 +90,14 @@ def _publish_subset(given: str, shared: Path) -> list[str]:
             "subset's: nothing published. Name a good cifar10-subset.npz (DATA.md)"
         )
     if hub_owned.is_regular(shared) and _sha256(shared) == SUBSET_SHA256:
-        return [f"the CIFAR-10 subset at {shared} is already published (sha256 checked)"]
+        return [_say("already_published", shared=shared)]
     tmp = shared.with_name(f".{shared.name}.tmp")
     with open(source, "rb") as src, open(tmp, "xb") as dst:
         shutil.copyfileobj(src, dst)
     os.chmod(tmp, 0o444)
     os.replace(tmp, shared)
     size = shared.stat().st_size
-    return [f"published {given} to {shared} ({size:,} bytes, sha256 {digest}, read-only)"]
+    return [_say("published", given=given, shared=shared, size=size, digest=digest)]
 
 
 def _prepare(s: classroom.Settings) -> list[str]:
@@ -109,7 +109,7 @@ def _prepare(s: classroom.Settings) -> list[str]:
         s.srv.mkdir(mode=0o755, parents=True)
         os.chmod(s.srv, 0o755)
         mark.write_text("HUB_SRV: made by make hub (tools/teaching/hub.py)\n")
-        done.append(f"made {s.srv} for the hub's files")
+        done.append(_say("made_srv", srv=s.srv))
     elif not hub_owned.is_regular(mark):
         _fail(
             f"make hub: HUB_SRV={s.srv} exists and make hub did not make it (no {mark.name}): "
@@ -130,12 +130,9 @@ def _prepare(s: classroom.Settings) -> list[str]:
     if given:
         done += _publish_subset(given, shared)
     if shared.is_file():
-        done.append(f"notebook 04 reads the shared subset {shared} (BLITZ_CIFAR10_SUBSET)")
+        done.append(_say("shared_subset", shared=shared))
     else:
-        done.append(
-            f"no subset at {shared}: each student's notebook 04 downloads CIFAR-10 (170 MB). "
-            "Give it once: BLITZ_CIFAR10_SUBSET=/path/to/cifar10-subset.npz make hub"
-        )
+        done.append(_say("no_subset", shared=shared))
     return done
 
 
@@ -190,7 +187,7 @@ def main() -> None:
     for line in _prepare(s) + classroom.capacity_lines(s):
         print(f"make hub: {line}", flush=True)
     lang = links.course_lang()
-    print(f"make hub: {_SAY[lang]['isolation'][bool(hubsite.domain())]}", flush=True)
+    print(f"make hub: {_say('own_sites' if hubsite.domain() else 'one_origin')}", flush=True)
     class_links = links.class_links(s)
     files = links.write(s, class_links)
     closing = links.block(s, class_links, files, lang)
@@ -198,25 +195,53 @@ def main() -> None:
     sys.exit(_run_hub([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], closing))
 
 
-# make hub's own lines in the teacher's language (COURSE_LANG=zh: Chinese)
+# make hub's own lines in the teacher's language (COURSE_LANG=zh: Chinese); its refusals
+# (_fail) stay English for now
 _SAY = {
     "en": {
-        "isolation": (
+        "one_origin": (
             "students' servers share the hub's web origin: the teacher cannot open them (set "
             "HUB_DOMAIN, e.g. HUB_DOMAIN=localhost on this machine, to give each its own site "
-            "and the teacher access)",
+            "and the teacher access)"
+        ),
+        "own_sites": (
             "each student's server is a site of its own (<name>.HUB_DOMAIN); the teacher may "
-            "open them",
+            "open them"
+        ),
+        "made_srv": "made {srv} for the hub's files",
+        "already_published": (
+            "the CIFAR-10 subset at {shared} is already published (sha256 checked)"
+        ),
+        "published": "published {given} to {shared} ({size:,} bytes, sha256 {digest}, read-only)",
+        "shared_subset": "notebook 04 reads the shared subset {shared} (BLITZ_CIFAR10_SUBSET)",
+        "no_subset": (
+            "no subset at {shared}: each student's notebook 04 downloads CIFAR-10 (170 MB). "
+            "Give it once: BLITZ_CIFAR10_SUBSET=/path/to/cifar10-subset.npz make hub"
         ),
     },
     "zh": {
-        "isolation": (
+        "one_origin": (
             "学生的服务器与 JupyterHub 同源：教师不能打开学生的服务器（设置 HUB_DOMAIN，"
-            "例如本机用 HUB_DOMAIN=localhost，可让每个学生有自己的站点，教师即可打开）",
-            "每个学生的服务器是独立站点（<name>.HUB_DOMAIN）；教师可以打开",
+            "例如本机用 HUB_DOMAIN=localhost，可让每个学生有自己的站点，教师即可打开）"
+        ),
+        "own_sites": "每个学生的服务器是独立站点（<name>.HUB_DOMAIN）；教师可以打开",
+        "made_srv": "已创建 {srv}，存放 JupyterHub 的文件",
+        "already_published": "CIFAR-10 子集 {shared} 已发布（sha256 已核对）",
+        "published": "已将 {given} 发布到 {shared}（{size:,} 字节，sha256 {digest}，只读）",
+        "shared_subset": "notebook 04 读取共享子集 {shared}（BLITZ_CIFAR10_SUBSET）",
+        "no_subset": (
+            "{shared} 处没有子集：每个学生的 notebook 04 都会下载 CIFAR-10（170 MB）。"
+            "只需提供一次：BLITZ_CIFAR10_SUBSET=/path/to/cifar10-subset.npz make hub"
         ),
     },
 }
+
+
+def _say(key: str, **values) -> str:
+    """One of make hub's own lines, in COURSE_LANG's language."""
+    return _SAY[links.course_lang()][key].format(**values)
+
+
 READY = b"JupyterHub is now running"  # JupyterHub's own line once the proxy routes to it
 
 
