@@ -307,8 +307,21 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
 
 @pytest.fixture(scope="module")
 def domain_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    """A second hub, with HUB_DOMAIN=localhost: each student's server at NAME.localhost."""
-    with _running_hub(tmp_path_factory, {"HUB_DOMAIN": "localhost"}) as running:
+    """A second hub, with HUB_DOMAIN=localhost and TLS (a self-signed certificate for
+    localhost and *.localhost): each student's server at https://NAME.localhost."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    tls = tmp_path_factory.mktemp("tls")
+    cert, key = tls / "cert.pem", tls / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+        + ["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,DNS:*.localhost"]
+        + ["-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    extra = {"HUB_DOMAIN": "localhost", "HUB_SSL_CERT": str(cert), "HUB_SSL_KEY": str(key)}
+    with _running_hub(tmp_path_factory, extra) as running:
         yield running
 
 
@@ -782,11 +795,12 @@ def test_with_hub_domain_the_teacher_opens_a_students_server_on_its_own_site(
 
     hub = domain_hub
     teacher, student = Person(hub.teacher, hub), Person(hub.students[0], hub)
+    teacher.http.verify = student.http.verify = hub.settings.ssl_cert  # self-signed, trusted
     assert "signup was successful" in teacher.sign_up()
     assert "sent to the admin" in student.sign_up()
-    site = f"http://{student.name}.localhost:{hub.settings.port}"
+    site = f"https://{student.name}.localhost:{hub.settings.port}"
     deadline = Deadline(TIMEOUT_S)
-    context = browser.new_context()
+    context = browser.new_context(ignore_https_errors=True)
     try:
         page = context.new_page()
         page.goto(f"{hub.url}/hub/login", timeout=deadline.ms())
@@ -812,8 +826,9 @@ def test_with_hub_domain_the_teacher_opens_a_students_server_on_its_own_site(
         assert listing["type"] == "directory", listing
         hub_cookies = {c["name"] for c in context.cookies([f"{hub.url}/hub/"])}
         site_cookies = {c["name"] for c in context.cookies([f"{site}/hub/"])}
-        assert "jupyterhub-hub-login" in hub_cookies
-        assert "jupyterhub-hub-login" not in site_cookies
+        # __Host- cookies (TLS): only the hub's own host, never set from a student's site
+        assert "__Host-jupyterhub-hub-login" in hub_cookies
+        assert not {name for name in site_cookies if "jupyterhub-hub-login" in name}
     finally:
         context.close()
 

@@ -189,6 +189,9 @@ if hubsite.domain():
     # each student's server on a site of its own (<name>.HUB_DOMAIN): its pages cannot act
     # with the teacher's hub session, so the teacher may open students' servers
     c.JupyterHub.subdomain_host = hubsite.public_url(s.url, s.port)
+    # over TLS, `__Host-` cookies: a student's site cannot set ("toss") a cookie the hub reads
+    # (JupyterHub's overview recommends it with per-user domains; it needs HTTPS)
+    c.JupyterHub.cookie_host_prefix_enabled = bool(s.ssl_cert)
 else:
     # one origin for the hub and every server: the teacher's browser never loads a student's
     # server (JupyterHub refuses to change the admin role's scopes, so the teacher is not
