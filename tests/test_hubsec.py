@@ -218,3 +218,16 @@ def test_make_hubs_own_lines_exist_in_both_languages_with_the_same_blanks(monkey
     assert hub._say("no_subset", shared="/srv/x").startswith("/srv/x 处没有子集")
     monkeypatch.setenv("COURSE_LANG", "en")
     assert hub._say("no_subset", shared="/srv/x").startswith("no subset at /srv/x")
+
+
+def test_hub_domain_off_loopback_needs_the_hubs_own_tls(tmp_path: Path) -> None:
+    behind_proxy = classroom.settings({"HUB_IP": "0.0.0.0", classroom.TLS_PROXY_ENV: "1"})
+    with pytest.raises(hubsite.DomainError, match="needs HUB_SSL_CERT and HUB_SSL_KEY"):
+        hubsite.check_domain(behind_proxy, {"HUB_DOMAIN": "jupyter.school.example"})
+    hubsite.check_domain(behind_proxy, {})  # one origin behind a proxy: as before
+    (tmp_path / "c.pem").write_text("x")
+    (tmp_path / "k.pem").write_text("x")
+    tls = {"HUB_SSL_CERT": str(tmp_path / "c.pem"), "HUB_SSL_KEY": str(tmp_path / "k.pem")}
+    own_tls = classroom.settings({"HUB_IP": "0.0.0.0", **tls})
+    hubsite.check_domain(own_tls, {"HUB_DOMAIN": "jupyter.school.example"})
+    hubsite.check_domain(classroom.settings({}), {"HUB_DOMAIN": "localhost"})

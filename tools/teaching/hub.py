@@ -139,7 +139,7 @@ def _prepare(s: classroom.Settings) -> list[str]:
 def main() -> None:
     try:
         s = classroom.settings()
-        hubsite.domain()
+        hubsite.check_domain(s)
     except (classroom.SettingError, hubsite.DomainError) as err:
         _fail(str(err))
     if os.geteuid() != 0:

@@ -53,6 +53,18 @@ def domain(environ: os._Environ | dict = os.environ) -> str:
     return raw
 
 
+def check_domain(s, environ: os._Environ | dict = os.environ) -> None:
+    """HUB_DOMAIN checked against the settings ``s`` (classroom.Settings): off loopback it
+    needs the hub's own TLS (HUB_SSL_*): behind a TLS proxy the hub would not know the
+    scheme and port browsers use, and every student's link would be wrong."""
+    if domain(environ) and s.ip not in ("127.0.0.1", "localhost", "::1") and not s.ssl_cert:
+        raise DomainError(
+            f"make hub: {DOMAIN_ENV} with HUB_IP={s.ip} needs HUB_SSL_CERT and HUB_SSL_KEY (the "
+            f"hub's own TLS, a wildcard certificate for *.{domain(environ)}); a TLS proxy in "
+            "front (HUB_TLS_PROXY=1) is not supported with it"
+        )
+
+
 def public_url(scheme_url: str, port: int, environ: os._Environ | dict = os.environ) -> str:
     """Where people open the hub: HUB_DOMAIN's when set (the hub is there, each student at
     <name>.HUB_DOMAIN), else ``scheme_url`` (the settings' own ip:port)."""
