@@ -6,8 +6,12 @@ own server's kernel (jupyter_server's REST API and kernel websocket, as Lab does
 as a student: another student's home cannot be read or written, the shared CIFAR-10 cannot be
 written and notebook 04 reads it, a second click after the teacher's commit brings the fix and
 keeps the student's edit, a kernel over its memory cap is ended and restarted alone, and a
-server beyond the hub's limit is refused. Every wait is bounded; the Unix accounts the test
-created are removed.
+server beyond the hub's limit is refused. Then (issue 47): images pointing at the approval
+routes, loaded in the teacher's Chromium, change nothing while the Authorize button works;
+sign-up refuses names that can never sign in and says the rule; on one origin the teacher
+cannot open students' servers, and with HUB_DOMAIN=localhost (TLS) can, on the student's own
+site; a Lab terminal's `python` is the venv's; the links come last, in both languages. Every
+wait is bounded; the Unix accounts the test created are removed.
 
 Needs root (Unix accounts), git, Node.js; run by ``make test-e2e`` (marked ``e2e``)."""
 
