@@ -80,9 +80,25 @@ def weights(out: Path) -> dict[str, torch.Tensor]:
     return torch.load(out / "model.pt", map_location="cpu", weights_only=True)
 
 
-def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+def initial_weights() -> dict[str, torch.Tensor]:
+    """What the script starts from (its --seed 0), rebuilt without touching this process's
+    own random numbers."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return utils.LeNet(in_channels=3).state_dict()
+
+
+def gap(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """The largest difference of a and b, as a share of how far training moved that tensor.
+
+    1 process and 2 processes add the same gradients in another order, so float32 rounding
+    differs by an amount that depends on the CPU's kernels (generic kernels differ more than
+    AVX-512 ones): notebook 05 measured 1e-7 to 5e-6 of the movement, and the bugs this must
+    catch (gradients summed instead of averaged, ranks stepping apart) 0.4 to 1.8. A fixed
+    absolute bound such as 1e-5 failed on one CPU and not another."""
     assert a.keys() == b.keys()
-    return max((a[k] - b[k]).abs().max().item() for k in a)
+    w0 = initial_weights()
+    return max(((a[k] - b[k]).abs().max() / (a[k] - w0[k]).abs().max()).item() for k in a)
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +126,8 @@ def test_two_processes_match_one_process(single: Path, tmp_path: Path, launcher:
     ref = json.loads((single / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["device"] == "cpu"
     assert metrics["test_accuracy"] == ref["test_accuracy"]  # counts all-reduced over ranks
-    assert max_diff(weights(tmp_path), weights(single)) < 1e-5
-    assert metrics["losses"] == pytest.approx(ref["losses"], abs=1e-5)
+    assert gap(weights(tmp_path), weights(single)) < 0.01
+    assert metrics["losses"] == pytest.approx(ref["losses"], abs=1e-3)
 
 
 def test_two_nodes_on_loopback_agree(single: Path, tmp_path: Path) -> None:
@@ -130,7 +146,7 @@ def test_two_nodes_on_loopback_agree(single: Path, tmp_path: Path) -> None:
     assert [p.returncode for p in launchers] == [0, 0], "\n".join(logs)
     assert "epoch 1:" in logs[0] and "epoch" not in logs[1]  # node 0 holds global rank 0
     assert not (outs[1] / "model.pt").exists()  # rank 1 (node 1) writes nothing
-    assert max_diff(weights(outs[0]), weights(single)) < 1e-5
+    assert gap(weights(outs[0]), weights(single)) < 0.01
 
 
 def test_a_dead_rank_ends_the_job_and_leaves_a_whole_checkpoint(tmp_path: Path) -> None:
@@ -156,11 +172,11 @@ def test_the_checkpoint_of_a_dead_rank_resumes(single: Path, tmp_path: Path) -> 
     # resume with a different world size (one process): same result as never crashing
     metrics = load_script().main([*TRAIN_ARGS, "--out-dir", str(tmp_path), "--resume"])
     assert metrics["start_step"] == 4 and metrics["steps"] == STEPS
-    assert max_diff(weights(tmp_path), weights(single)) < 1e-5
+    assert gap(weights(tmp_path), weights(single)) < 0.01
     # the metrics keep the history from step 0, not only the steps since the resume
     ref = json.loads((single / "metrics.json").read_text())
     saved = json.loads((tmp_path / "metrics.json").read_text())
-    assert saved["losses"] == pytest.approx(ref["losses"], abs=1e-5)
+    assert saved["losses"] == pytest.approx(ref["losses"], abs=1e-3)
 
     # resuming a finished run is refused, and nothing is overwritten
     with pytest.raises(SystemExit, match="nothing to do: the checkpoint is at step"):
