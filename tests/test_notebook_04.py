@@ -160,7 +160,7 @@ def test_notebook_04_runs_in_about_half_a_minute_on_the_subset() -> None:
 def test_the_thread_comparison_is_time_bounded_even_beside_a_busy_process() -> None:
     """The deep dive's four timings take about a second each, however slow a step is on a
     busy machine (two spinning threads beside other work were measured at 1 s per step),
-    print one line each, and leave the lesson's one thread set."""
+    print one line each, and give PyTorch's default thread count back (issue 45, medium 7)."""
     import subprocess
     import sys
 
@@ -175,7 +175,7 @@ def test_the_thread_comparison_is_time_bounded_even_beside_a_busy_process() -> N
         start = time.perf_counter()
         printed = run_cell("0a7e1d02", ns)
         took = time.perf_counter() - start
-        assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2  # default_threads, not the core loop's one
     finally:
         torch.set_num_threads(threads)
     lines = printed.splitlines()
@@ -187,6 +187,40 @@ def test_the_thread_comparison_is_time_bounded_even_beside_a_busy_process() -> N
         "one thread, beside a busy process",
     ]
     assert took < 20.0, f"the comparison took {took:.1f} s"  # fixed step counts took minutes
+
+
+def test_the_core_loop_trains_on_one_thread_and_gives_the_default_back() -> None:
+    """The core training cell sets one thread for its loop (this small network) and restores
+    the learner's own thread count after it: every later cell of an 8-core laptop once trained
+    on one thread (issue 45, medium 7)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    seen = []
+
+    class Watched(nn.Module):  # LeNet, noting the thread count each forward runs on
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = utils.LeNet(in_channels=3)
+
+        def forward(self, x):
+            seen.append(torch.get_num_threads())
+            return self.net(x)
+
+    torch.manual_seed(0)
+    images, labels = torch.randn(8, 3, 32, 32), torch.arange(8) % 10
+    data = TensorDataset(images.repeat(100, 1, 1, 1), labels.repeat(100))
+    model = Watched()
+    ns = {"torch": torch, "time": time, "device": CPU, "model": model}
+    ns |= {"loader": DataLoader(data, batch_size=4, shuffle=True), "loss_fn": nn.CrossEntropyLoss()}
+    ns |= {"optimizer": torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)}
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)  # the learner's count, whatever the machine
+        run_cell("93a2a010", ns)
+        assert set(seen) == {1}, set(seen)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(threads)
 
 
 # What cell c13fc0ac says each row's change was, over seeds 0, 1 and 2 (in points), read from
