@@ -416,7 +416,7 @@ def test_the_ddp_scripts_stop_the_process_groups_threads_before_python_exits(
     proc = subprocess.run(
         [*argv, str(runner), *args],
         env=child_env(),
-        cwd=tmp_path,  # ddp_minimal.py saves into checkpoints/ here
+        cwd=tmp_path,  # ddp_minimal.py saves into .runs/05/ here
         capture_output=True,
         text=True,
         timeout=LAUNCH_TIMEOUT,

@@ -94,7 +94,7 @@ def test_three_gpus_launch_three_processes(monkeypatch, tmp_path: Path) -> None:
     commands, result = _run([setup, write, launch], 3, monkeypatch, launch=True)
     assert result.success, result.error_in_exec  # the cell asserts "(world size 3)" itself
     assert [_nproc(c) for c in commands] == [3]
-    assert (tmp_path / "checkpoints" / "ddp_minimal.pt").is_file()
+    assert (tmp_path / ".runs" / "05" / "ddp_minimal.pt").is_file()
 
 
 @pytest.mark.parametrize(
