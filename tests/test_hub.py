@@ -407,12 +407,7 @@ def _group_exists(name: str) -> bool:
 
 
 def _remove_cgroups(name: str) -> None:
-    for base in (Path("/sys/fs/cgroup/memory") / name, Path("/sys/fs/cgroup") / name):
-        if base.is_dir():
-            for child in base.iterdir():
-                if child.is_dir():
-                    child.rmdir()
-            base.rmdir()
+    classroom.remove_class_cgroups(name)  # what make hub itself does when the hub stops
 
 
 @pytest.fixture(scope="module")
@@ -873,3 +868,105 @@ def test_a_teacher_who_was_admin_is_not_one_after_a_restart_on_one_origin(domain
         assert ("teacher",) in roles and ("admin",) not in roles
     finally:
         _stop(proc)
+
+
+# --- Each student bounded as a whole (issue 47, item 5) ------------------------------------
+
+
+def test_each_students_processes_are_in_their_own_memory_pids_and_cpu_cgroups(
+    classroom_run, hub: Hub
+) -> None:
+    """A student's kernel sits in the student's folder of each controller, so memory, the
+    number of processes and the CPU are shared per student, not per process."""
+    if "memory cgroup" not in hub.log.read_text(errors="replace"):
+        pytest.skip("no writable memory cgroup here: the hub enforces no per-student cap")
+    group = classroom.class_cgroup_name(hub.settings)
+    for person in _students(classroom_run):
+        kernel = person.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
+        try:
+            status, text, _ = kernel.run("print(open('/proc/self/cgroup').read())", 60)
+        finally:
+            kernel.close()
+        assert status == "ok", text
+        mine = {
+            controller
+            for line in text.splitlines()
+            if line.endswith(f"/{group}/{person.name}")
+            for controller in (line.split(":")[1].split(",") or ["unified"])
+        }
+        assert {"memory", "pids"} <= mine or "" in mine, text  # v1 names them; v2 is ""
+        assert {"cpu", "cpuacct"} & mine or "" in mine, text
+
+
+def test_a_student_cannot_start_500_processes(classroom_run, hub: Hub) -> None:
+    if not _machine_has("pids"):
+        pytest.skip("no pids cgroup controller on this machine")
+    b = _students(classroom_run)[1]
+    kernel = b.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
+    code = (
+        "import subprocess\n"
+        "procs, err = [], None\n"
+        "try:\n"
+        "    for _ in range(500):\n"
+        "        procs.append(subprocess.Popen(['setsid', 'sleep', '60']))\n"
+        "except OSError as e:\n"
+        "    err = e\n"
+        "for p in procs:\n"
+        "    p.kill()\n"
+        "    p.wait()\n"
+        "print(len(procs), type(err).__name__)\n"
+    )
+    try:
+        status, text, _ = kernel.run(code, 180)
+    finally:
+        kernel.close()
+    assert status == "ok", text
+    started, error = text.split()
+    assert int(started) < 500 and error == "BlockingIOError", text  # fork: EAGAIN at pids.max
+
+
+def test_stopping_a_server_ends_the_students_detached_processes(classroom_run, hub: Hub) -> None:
+    """setsid + nohup leaves the server's process group, not the student's cgroups: stopping
+    the server (as the culler does) ends it too. Last in this file: it stops a server."""
+    if "memory cgroup" not in hub.log.read_text(errors="replace"):
+        pytest.skip("no writable cgroup here")
+    c = _students(classroom_run)[2]
+    kernel = c.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
+    code = (
+        "import subprocess\n"
+        "p = subprocess.Popen(['setsid', 'nohup', 'sleep', '900'], start_new_session=True,\n"
+        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid)\n"
+    )
+    try:
+        status, text, _ = kernel.run(code, 60)
+    finally:
+        kernel.close()
+    assert status == "ok", text
+    pid = int(text.split()[-1])
+    assert Path(f"/proc/{pid}").exists()
+    res = c.api("DELETE", f"/hub/api/users/{c.name}/server")
+    assert res.status_code in (202, 204), (res.status_code, res.text)
+    deadline = time.monotonic() + TIMEOUT_S
+    while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+        assert time.monotonic() < deadline, f"the detached sleep {pid} outlived the server"
+        time.sleep(0.5)
+    group = classroom.class_cgroup_name(hub.settings)
+    while any(p.is_dir() for p in Path("/sys/fs/cgroup").glob(f"*/{group}/{c.name}")):
+        assert time.monotonic() < deadline, "the student's cgroup folders stayed"
+        time.sleep(0.5)
+
+
+def _machine_has(controller: str) -> bool:
+    root = Path("/sys/fs/cgroup")
+    unified = root / "cgroup.controllers"
+    return (root / controller).is_dir() or (
+        unified.exists() and controller in unified.read_text().split()
+    )
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "gone"

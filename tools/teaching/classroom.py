@@ -5,13 +5,16 @@ the memory cgroup that enforces a student's limit (LocalProcessSpawner enforces 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
 import pwd
 import re
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -308,17 +311,28 @@ def ensure_students_group() -> None:
         subprocess.run(["groupadd", "--system", STUDENTS_GROUP], check=True)
 
 
-# Memory cgroups. cgroup v1 (a "memory" hierarchy) or v2 (a unified tree with the memory
-# controller): a folder per student under one folder for the class. The class folder's limit is
-# the machine less the reserve, each student's is HUB_MEM_LIMIT; the kernel's OOM killer then
-# ends the largest process inside the cgroup that is over its limit (a student's kernel), never
-# the hub or another student's work. None of this exists where cgroups are not writable.
+# Cgroups: a folder per student under one folder for the class, in each controller this
+# machine has of memory, pids and cpu (cgroup v1: a hierarchy per controller; v2: one unified
+# tree). memory: the class folder's limit is the machine less the reserve, each student's is
+# HUB_MEM_LIMIT; the kernel's OOM killer then ends the largest process inside the cgroup that is
+# over its limit (a student's kernel), never the hub or another student's work. pids: a student's
+# processes and threads together, at most PIDS_PER_STUDENT. cpu: every student folder has the
+# same weight, so a busy CPU is shared per student, not per process (two busy loops of one
+# student take no more than one of another's). A process cannot leave its cgroup (the files are
+# root's), setsid or not: stopping a server ends everything in the student's folders. None of
+# this exists where cgroups are not writable.
+PIDS_PER_STUDENT = 512  # a server, a few kernels with their threads; 500 sleeps do not fit
+CONTROLLERS = ("memory", "pids", "cpu")
 
 
 @dataclass(frozen=True)
 class Cgroups:
-    base: Path  # the class's folder
+    bases: tuple[Path, ...]  # the class's folders: the memory one first
     version: int
+
+    @property
+    def base(self) -> Path:
+        return self.bases[0]
 
     def _limit_file(self) -> str:
         return "memory.limit_in_bytes" if self.version == 1 else "memory.max"
@@ -326,28 +340,72 @@ class Cgroups:
     def student(self, name: str) -> Path:
         return self.base / name
 
+    def folders(self, name: str) -> list[Path]:
+        return [base / name for base in self.bases]
+
     def usage(self, name: str) -> int:
         f = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
         return int((self.student(name) / f).read_text())
 
-    def confine(self, name: str, pid: int, limit: int) -> None:
-        """Put ``pid`` (a student's server; its kernels follow) under ``limit`` bytes."""
-        folder = self.student(name)
-        folder.mkdir(exist_ok=True)
-        (folder / self._limit_file()).write_text(str(limit))
-        if self.version == 2:  # swap would let a kernel outgrow its cap slowly
-            swap = folder / "memory.swap.max"
-            if swap.exists():
-                swap.write_text("0")
-        (folder / "cgroup.procs").write_text(str(pid))
+    def confine(self, name: str, pid: int, limit: int, pids: int = PIDS_PER_STUDENT) -> None:
+        """Put ``pid`` (a student's server; its kernels and every process they start follow)
+        under ``limit`` bytes and ``pids`` processes, with a student's share of the CPU."""
+        for folder in self.folders(name):
+            folder.mkdir(exist_ok=True)
+            limits = {self._limit_file(): limit, "pids.max": pids}
+            if self.version == 2:  # swap would let a kernel outgrow its cap slowly
+                limits["memory.swap.max"] = 0
+            for file, value in limits.items():
+                if (folder / file).exists():
+                    (folder / file).write_text(str(value))
+            (folder / "cgroup.procs").write_text(str(pid))
+
+    def processes(self, name: str) -> set[int]:
+        found: set[int] = set()
+        for folder in self.folders(name):
+            try:
+                found |= {int(p) for p in (folder / "cgroup.procs").read_text().split()}
+            except FileNotFoundError:
+                pass
+        return found
+
+    def end(self, name: str, wait_s: float = 10.0) -> set[int]:
+        """Kill every process of the student's folders (detached ones too); wait, bounded, until
+        none is left. What is still there after ``wait_s`` is returned."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = self.processes(name)
+            if not left or time.monotonic() > deadline:
+                return left
+            for folder in self.folders(name):
+                if (folder / "cgroup.kill").exists():  # v2: the kernel kills them all at once
+                    (folder / "cgroup.kill").write_text("1")
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
 
     def release(self, name: str) -> None:
-        """Remove a stopped student's folder (a folder still holding processes stays)."""
-        try:
-            self.student(name).rmdir()
-        except OSError as err:
-            if err.errno not in (errno.ENOENT, errno.EBUSY):
-                raise
+        """End whatever the student left running, then remove their folders (a folder still
+        holding processes stays)."""
+        self.end(name)
+        for folder in self.folders(name):
+            try:
+                folder.rmdir()
+            except OSError as err:
+                if err.errno not in (errno.ENOENT, errno.EBUSY):
+                    raise
+
+    def remove(self) -> None:
+        """After the hub: every student's folder, then the class's (each emptied first)."""
+        for base in self.bases:
+            if base.is_dir():
+                for child in base.iterdir():
+                    if child.is_dir():
+                        self.release(child.name)
+        for base in self.bases:
+            with contextlib.suppress(FileNotFoundError):
+                base.rmdir()
 
 
 def class_cgroup_name(s: Settings) -> str:
@@ -355,25 +413,46 @@ def class_cgroup_name(s: Settings) -> str:
 
 
 def class_cgroups(name: str, total_limit: int) -> tuple[Cgroups | None, str]:
-    """The class's memory cgroup ``name``, limited to ``total_limit`` bytes, and a line saying
-    what enforces the students' memory (or why nothing does)."""
-    v2 = Path("/sys/fs/cgroup")
-    v1 = v2 / "memory"
+    """The class's cgroup folders ``name`` (memory limited to ``total_limit`` bytes), and a line
+    saying what enforces the students' limits (or why nothing does)."""
+    root = Path("/sys/fs/cgroup")
     try:
-        if (v1 / "memory.limit_in_bytes").exists():
-            base, version, limit_file = v1 / name, 1, "memory.limit_in_bytes"
-        elif "memory" in (v2 / "cgroup.controllers").read_text().split():
-            base, version, limit_file = v2 / name, 2, "memory.max"
+        if (root / "memory" / "memory.limit_in_bytes").exists():
+            version = 1
+            have = [c for c in CONTROLLERS if (root / c / "cgroup.procs").exists()]
+            bases = [root / c / name for c in have]
+        elif "memory" in (root / "cgroup.controllers").read_text().split():
+            version = 2
+            available = (root / "cgroup.controllers").read_text().split()
+            have = [c for c in CONTROLLERS if c in available]
+            bases = [root / name]
         else:
             return None, "no memory cgroup controller on this machine: no per-student cap"
-        base.mkdir(exist_ok=True)
-        if version == 2:  # the class's folder hands the memory controller to the students'
-            (v2 / "cgroup.subtree_control").write_text("+memory")
-            (base / "cgroup.subtree_control").write_text("+memory")
-        (base / limit_file).write_text(str(total_limit))
+        for base in bases:
+            base.mkdir(exist_ok=True)
+        if version == 2:  # the class's folder hands the controllers to the students'
+            handed = " ".join(f"+{c}" for c in have)
+            (root / "cgroup.subtree_control").write_text(handed)
+            (bases[0] / "cgroup.subtree_control").write_text(handed)
+            (bases[0] / "memory.max").write_text(str(total_limit))
+        else:
+            (bases[0] / "memory.limit_in_bytes").write_text(str(total_limit))
     except OSError as err:
         return None, f"memory cgroups not writable here ({err.strerror}): no per-student cap"
-    return Cgroups(base, version), f"memory cgroup v{version} at {base}"
+    return Cgroups(
+        tuple(bases), version
+    ), f"memory cgroup v{version} at {bases[0]} ({', '.join(have)})"
+
+
+def remove_class_cgroups(name: str) -> None:
+    """What a hub left in the cgroup trees (its students' folders and the class's), gone:
+    called when the hub has stopped, so no folder outlives a class."""
+    root = Path("/sys/fs/cgroup")
+    v1 = [root / c / name for c in CONTROLLERS if (root / c / name).is_dir()]
+    if v1:
+        Cgroups(tuple(v1), 1).remove()
+    elif (root / name / "cgroup.procs").exists():
+        Cgroups((root / name,), 2).remove()
 
 
 def mib(n: int) -> str:

@@ -192,7 +192,11 @@ def main() -> None:
     files = links.write(s, class_links)
     closing = links.block(s, class_links, files, lang)
     os.chdir(classroom.ROOT)  # the config imports tools.teaching from here
-    sys.exit(_run_hub([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], closing))
+    try:
+        code = _run_hub([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], closing)
+    finally:  # the students' processes and cgroup folders do not outlive the hub
+        classroom.remove_class_cgroups(classroom.class_cgroup_name(s))
+    sys.exit(code)
 
 
 # make hub's own lines in the teacher's language (COURSE_LANG=zh: Chinese); its refusals

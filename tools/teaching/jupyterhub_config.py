@@ -4,6 +4,7 @@
 # JupyterHub runs this file with `c` (its config object) defined.
 # ruff: noqa: F821
 
+import asyncio
 import inspect
 import os
 import sys
@@ -121,8 +122,10 @@ c.LocalAuthenticator.add_user_cmd = classroom.add_user_cmd()
 # --- Each student's server ---------------------------------------------------------------
 class ClassSpawner(LocalProcessSpawner):
     """JupyterHub's LocalProcessSpawner (a process as the student, in their home), whose
-    processes are put in the student's memory cgroup: LocalProcessSpawner itself does not
-    enforce mem_limit (its documentation says so)."""
+    processes are put in the student's cgroups (memory, processes, a student's share of the
+    CPU: classroom.Cgroups): LocalProcessSpawner itself does not enforce mem_limit (its
+    documentation says so), and stopping it ends only the server's process group, so a
+    detached process (setsid) would outlive it; stop() ends everything in the cgroups."""
 
     async def start(self):
         where = await super().start()
@@ -132,8 +135,8 @@ class ClassSpawner(LocalProcessSpawner):
 
     async def stop(self, now=False):
         await super().stop(now=now)
-        if CGROUPS is not None:
-            CGROUPS.release(self.user.name)
+        if CGROUPS is not None:  # off the event loop: ending processes waits (bounded)
+            await asyncio.to_thread(CGROUPS.release, self.user.name)
 
 
 CGROUPS, _memory_line = classroom.class_cgroups(
