@@ -745,3 +745,37 @@ def test_the_chinese_quick_start_has_the_lesson_table_and_a_chinese_data_guide()
     en, zh = ((ROOT / name).read_text(encoding="utf-8") for name in ("DATA.md", "DATA.zh.md"))
     en = re.sub(r"`([^`\n]*)\n([^`\n]*)`", r"`\1 \2`", en)
     assert i18n.damage(en, zh) == []
+
+
+def _guide_commands(text: str) -> set[str]:
+    """The commands a guide shows: lines of its fenced and indented code blocks that start a
+    command (make, sudo, docker, helm, git, cd, a module run), whitespace normalised."""
+    starts = ("make ", "sudo ", "docker ", "helm ", "git ", "cd ", ".venv/bin/python ")
+    found, fenced = set(), False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            continue
+        code = line.strip() if fenced or line.startswith("    ") else ""
+        code = code.split("  #", 1)[0].strip()
+        if code.startswith(starts):
+            found.add(" ".join(code.split()))
+    return found
+
+
+def test_the_chinese_teachers_guide_keeps_up_with_the_english_one() -> None:
+    """TEACHING.zh.md (issue 47 item 10): the same sections as TEACHING.md, and every command
+    the English guide shows, so a Chinese teacher never misses a step the English one has."""
+    en = (ROOT / "TEACHING.md").read_text(encoding="utf-8")
+    zh = (ROOT / "TEACHING.zh.md").read_text(encoding="utf-8")
+
+    def sections(text: str) -> int:
+        return sum(1 for line in text.splitlines() if line.startswith("## "))
+
+    assert sections(zh) == sections(en), "TEACHING.zh.md has other sections than TEACHING.md"
+    missing = _guide_commands(en) - _guide_commands(zh)
+    assert not missing, f"TEACHING.zh.md lacks these commands of TEACHING.md: {sorted(missing)}"
+    assert (
+        "TEACHING.zh.md"
+        in (ROOT / "README.md").read_text(encoding="utf-8").split("## 中文快速开始", 1)[1]
+    ), "the Chinese quick start must point to the Chinese guide"
