@@ -5,13 +5,14 @@ the memory cgroup that enforces a student's limit (LocalProcessSpawner enforces 
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import pwd
 import re
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -308,17 +309,23 @@ def ensure_students_group() -> None:
         subprocess.run(["groupadd", "--system", STUDENTS_GROUP], check=True)
 
 
-# Memory cgroups. cgroup v1 (a "memory" hierarchy) or v2 (a unified tree with the memory
-# controller): a folder per student under one folder for the class. The class folder's limit is
-# the machine less the reserve, each student's is HUB_MEM_LIMIT; the kernel's OOM killer then
-# ends the largest process inside the cgroup that is over its limit (a student's kernel), never
-# the hub or another student's work. None of this exists where cgroups are not writable.
+# cgroups. cgroup v1 (one hierarchy per controller) or v2 (a unified tree): a folder per student
+# under one folder for the class, in the memory, pids and cpu controllers. The class folder's
+# memory limit is the machine less the reserve, each student's is HUB_MEM_LIMIT; the kernel's OOM
+# killer then ends the largest process inside the cgroup that is over its limit (a student's
+# kernel), never the hub or another student's work. pids bounds a student's processes together;
+# cpu gives each student's folder the same weight, so CPU is shared per student, not per process.
+# Stopping a server kills everything in the student's folders (detached processes too). None of
+# this exists where cgroups are not writable.
+PIDS_MAX = 256  # a student's processes and threads together (a server and kernels use ~100)
+CONTROLLERS = ("memory", "pids", "cpu")
 
 
 @dataclass(frozen=True)
 class Cgroups:
-    base: Path  # the class's folder
+    base: Path  # the class's memory folder
     version: int
+    others: tuple[Path, ...] = ()  # the class's pids and cpu folders on v1 (v2: base holds all)
 
     def _limit_file(self) -> str:
         return "memory.limit_in_bytes" if self.version == 1 else "memory.max"
@@ -326,28 +333,78 @@ class Cgroups:
     def student(self, name: str) -> Path:
         return self.base / name
 
+    def folders(self, name: str) -> list[Path]:
+        return [self.base / name] + [other / name for other in self.others]
+
     def usage(self, name: str) -> int:
         f = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
         return int((self.student(name) / f).read_text())
 
-    def confine(self, name: str, pid: int, limit: int) -> None:
-        """Put ``pid`` (a student's server; its kernels follow) under ``limit`` bytes."""
-        folder = self.student(name)
-        folder.mkdir(exist_ok=True)
-        (folder / self._limit_file()).write_text(str(limit))
-        if self.version == 2:  # swap would let a kernel outgrow its cap slowly
-            swap = folder / "memory.swap.max"
-            if swap.exists():
-                swap.write_text("0")
-        (folder / "cgroup.procs").write_text(str(pid))
+    def confine(self, name: str, pid: int, limit: int, pids: int = PIDS_MAX) -> None:
+        """Put ``pid`` (a student's server; its kernels and every child follow) under ``limit``
+        bytes and ``pids`` processes, with one student's share of the CPU (the default weight,
+        the same for every student's folder)."""
+        for folder in self.folders(name):
+            folder.mkdir(exist_ok=True)
+            limits = {
+                self._limit_file(): limit,
+                "memory.swap.max": 0,  # v2: swap would let a kernel outgrow its cap slowly
+                "pids.max": pids,
+            }
+            for file, value in limits.items():
+                if (folder / file).exists():
+                    (folder / file).write_text(str(value))
+            (folder / "cgroup.procs").write_text(str(pid))
+
+    def processes(self, name: str) -> set[int]:
+        found: set[int] = set()
+        for folder in self.folders(name):
+            try:
+                found |= {int(p) for p in (folder / "cgroup.procs").read_text().split()}
+            except FileNotFoundError:
+                pass
+        return found
+
+    def kill(self, name: str) -> None:
+        """End every process of the student, detached ones too: v2's cgroup.kill where the
+        kernel has it (5.14+), else SIGKILL to each process listed until none is left (the pids
+        limit bounds how many a fork loop can make meanwhile)."""
+        for folder in self.folders(name):
+            if (folder / "cgroup.kill").exists():
+                (folder / "cgroup.kill").write_text("1")
+        for _ in range(200):
+            left = self.processes(name)
+            if not left:
+                return
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        raise OSError(f"processes {sorted(left)} of {name} outlived SIGKILL")
 
     def release(self, name: str) -> None:
-        """Remove a stopped student's folder (a folder still holding processes stays)."""
-        try:
-            self.student(name).rmdir()
-        except OSError as err:
-            if err.errno not in (errno.ENOENT, errno.EBUSY):
-                raise
+        """Kill what is left of a stopped student's processes and remove their folders."""
+        from tools.teaching.sandbox import Cgroup  # the grader's removal, retried while busy
+
+        if not self.base.joinpath(name).exists():
+            return
+        self.kill(name)
+        for folder in self.folders(name):
+            Cgroup.remove_folder(folder)
+
+    def remove(self) -> None:
+        """Release every student's folders, then the class's (the hub stops)."""
+        for base in (self.base, *self.others):
+            if base.is_dir():
+                for folder in base.iterdir():
+                    if folder.is_dir():
+                        self.release(folder.name)
+        from tools.teaching.sandbox import Cgroup
+
+        for base in (self.base, *self.others):
+            Cgroup.remove_folder(base)
 
 
 def class_cgroup_name(s: Settings) -> str:
@@ -355,25 +412,36 @@ def class_cgroup_name(s: Settings) -> str:
 
 
 def class_cgroups(name: str, total_limit: int) -> tuple[Cgroups | None, str]:
-    """The class's memory cgroup ``name``, limited to ``total_limit`` bytes, and a line saying
-    what enforces the students' memory (or why nothing does)."""
-    v2 = Path("/sys/fs/cgroup")
-    v1 = v2 / "memory"
+    """The class's cgroup ``name``, memory limited to ``total_limit`` bytes, and a line saying
+    what enforces the students' limits (or why nothing does)."""
+    root = Path("/sys/fs/cgroup")
     try:
-        if (v1 / "memory.limit_in_bytes").exists():
-            base, version, limit_file = v1 / name, 1, "memory.limit_in_bytes"
-        elif "memory" in (v2 / "cgroup.controllers").read_text().split():
-            base, version, limit_file = v2 / name, 2, "memory.max"
+        if (root / "memory" / "memory.limit_in_bytes").exists():
+            version, limit_file = 1, "memory.limit_in_bytes"
+            base = root / "memory" / name
+            others = tuple(
+                root / c / name for c in CONTROLLERS[1:] if (root / c / "cgroup.procs").exists()
+            )
+        elif "memory" in (root / "cgroup.controllers").read_text().split():
+            version, limit_file, base, others = 2, "memory.max", root / name, ()
         else:
             return None, "no memory cgroup controller on this machine: no per-student cap"
-        base.mkdir(exist_ok=True)
-        if version == 2:  # the class's folder hands the memory controller to the students'
-            (v2 / "cgroup.subtree_control").write_text("+memory")
-            (base / "cgroup.subtree_control").write_text("+memory")
+        for folder in (base, *others):
+            folder.mkdir(exist_ok=True)
+        if version == 2:  # the class's folder hands its controllers down to the students'
+            have = set((root / "cgroup.controllers").read_text().split())
+            enable = " ".join(f"+{c}" for c in CONTROLLERS if c in have)
+            (root / "cgroup.subtree_control").write_text(enable)
+            (base / "cgroup.subtree_control").write_text(enable)
+            have = set((base / "cgroup.controllers").read_text().split())
+        else:
+            have = {"memory", *(folder.parent.name for folder in others)}
         (base / limit_file).write_text(str(total_limit))
     except OSError as err:
-        return None, f"memory cgroups not writable here ({err.strerror}): no per-student cap"
-    return Cgroups(base, version), f"memory cgroup v{version} at {base}"
+        return None, f"cgroups not writable here ({err.strerror}): no per-student cap"
+    missing = [c for c in CONTROLLERS if c not in have]
+    lacking = f" (no {', '.join(missing)} controller: not bounded)" if missing else ""
+    return Cgroups(base, version, others), f"cgroup v{version} at {base}{lacking}"
 
 
 def mib(n: int) -> str:

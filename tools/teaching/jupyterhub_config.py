@@ -4,6 +4,7 @@
 # JupyterHub runs this file with `c` (its config object) defined.
 # ruff: noqa: F821
 
+import atexit
 import inspect
 import os
 import sys
@@ -121,8 +122,10 @@ c.LocalAuthenticator.add_user_cmd = classroom.add_user_cmd()
 # --- Each student's server ---------------------------------------------------------------
 class ClassSpawner(LocalProcessSpawner):
     """JupyterHub's LocalProcessSpawner (a process as the student, in their home), whose
-    processes are put in the student's memory cgroup: LocalProcessSpawner itself does not
-    enforce mem_limit (its documentation says so)."""
+    processes are put in the student's cgroups (memory, processes, CPU share): LocalProcessSpawner
+    itself does not enforce mem_limit (its documentation says so), and it stops only the server's
+    own process, so stop() (the API's DELETE and the culler alike) kills the rest of the
+    student's processes, detached ones too."""
 
     async def start(self):
         where = await super().start()
@@ -139,7 +142,9 @@ class ClassSpawner(LocalProcessSpawner):
 CGROUPS, _memory_line = classroom.class_cgroups(
     classroom.class_cgroup_name(s), max(s.mem_limit, classroom.mem_total() - s.mem_reserve)
 )
-print(f"make hub: per-student memory: {_memory_line}", file=sys.stderr, flush=True)
+print(f"make hub: per-student limits: {_memory_line}", file=sys.stderr, flush=True)
+if CGROUPS is not None:  # the hub stops: no student's processes or folders stay behind
+    atexit.register(CGROUPS.remove)
 # LocalProcessSpawner plus the cgroup above (ClassSpawner); as root, a process per student.
 c.JupyterHub.spawner_class = ClassSpawner
 # The project's venv runs every server and kernel: the pinned PyTorch, Lab, nbgitpuller.
