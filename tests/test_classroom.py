@@ -248,3 +248,27 @@ def test_a_student_cannot_start_more_processes_than_the_pids_limit() -> None:
         assert 10 < started <= 50, out.stderr[-500:]
     finally:
         groups.remove()
+
+
+def test_the_teacher_sees_each_students_disk_in_home_and_tmp(tmp_path: Path, monkeypatch) -> None:
+    """Issue 47 item 5: alice wrote 2 GiB to ~ and 2 GiB to /tmp; no quota on this filesystem,
+    so `make hub-disk` shows who uses what."""
+    import pwd
+    from types import SimpleNamespace
+
+    if os.geteuid() != 0:
+        pytest.skip("chown needs root")
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    (tmp / "x").mkdir(parents=True)
+    (home / "big").write_bytes(b"1" * 3 * 1024**2)
+    (tmp / "x" / "alice.bin").write_bytes(b"2" * 5 * 1024**2)
+    (tmp / "other").write_bytes(b"3" * 1024**2)  # root's: not counted
+    os.chown(tmp / "x" / "alice.bin", 54321, 54321)
+    monkeypatch.setattr(
+        pwd, "getpwnam", lambda name: SimpleNamespace(pw_uid=54321, pw_dir=str(home))
+    )
+    [(name, in_home, in_tmp)] = classroom.disk_usage({"alice"}, tmp=tmp)
+    assert name == "alice"
+    assert 3 * 1024**2 <= in_home < 4 * 1024**2
+    assert 5 * 1024**2 <= in_tmp < 6 * 1024**2

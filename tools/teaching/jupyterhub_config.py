@@ -155,6 +155,10 @@ c.Spawner.notebook_dir = "~"  # the student's home: nbgitpuller clones the lesso
 c.Spawner.args = [
     "--LabApp.news_url=None",
     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    # A kernel whose notebook tab was closed holds PyTorch's memory until the server stops: the
+    # server ends kernels idle for 20 minutes with no tab connected (an open tab keeps its own).
+    "--MappingKernelManager.cull_idle_timeout=1200",
+    "--MappingKernelManager.cull_interval=120",
 ]
 c.Spawner.environment = classroom.student_environment(s)
 c.Spawner.mem_limit = s.mem_limit  # shown to the server as MEM_LIMIT; ClassSpawner enforces it
