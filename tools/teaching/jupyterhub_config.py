@@ -5,6 +5,7 @@
 # ruff: noqa: F821
 
 import atexit
+import importlib
 import inspect
 import os
 import sys
@@ -145,6 +146,9 @@ CGROUPS, _memory_line = classroom.class_cgroups(
 print(f"make hub: per-student limits: {_memory_line}", file=sys.stderr, flush=True)
 if CGROUPS is not None:  # the hub stops: no student's processes or folders stay behind
     atexit.register(CGROUPS.remove)
+    # Cgroups.release removes folders with the grader's Cgroup: imported now (2-3 s), not in
+    # the hub's event loop at the first server stop.
+    importlib.import_module("tools.teaching.sandbox")
 # LocalProcessSpawner plus the cgroup above (ClassSpawner); as root, a process per student.
 c.JupyterHub.spawner_class = ClassSpawner
 # The project's venv runs every server and kernel: the pinned PyTorch, Lab, nbgitpuller.
