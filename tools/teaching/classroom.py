@@ -441,8 +441,8 @@ def class_cgroups(name: str, total_limit: int) -> tuple[Cgroups | None, str]:
     except OSError as err:
         return None, f"cgroups not writable here ({err.strerror}): no per-student cap"
     missing = [c for c in CONTROLLERS if c not in have]
-    lacking = f" (no {', '.join(missing)} controller: not bounded)" if missing else ""
-    return Cgroups(base, version, others), f"cgroup v{version} at {base}{lacking}"
+    also = f"no {', '.join(missing)} controller: not bounded" if missing else "pids and cpu too"
+    return Cgroups(base, version, others), f"memory cgroup v{version} at {base} ({also})"
 
 
 def mib(n: int) -> str:
