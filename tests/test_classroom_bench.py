@@ -108,7 +108,7 @@ def test_only_the_accounts_this_run_recorded_are_removed(tmp_path, monkeypatch) 
     removed: list[str] = []
     monkeypatch.setattr(classroom, "accounts", lambda: list(present))
     monkeypatch.setattr(
-        settings_mod, "settings", lambda env=None: SimpleNamespace(state_dir=tmp_path)
+        settings_mod, "settings", lambda env=None: SimpleNamespace(state_dir=tmp_path, port=1)
     )
     monkeypatch.setattr(classroom.subprocess, "run", lambda argv, **kw: removed.append(argv[-1]))
     hub = classroom.Hub.__new__(classroom.Hub)
