@@ -17,7 +17,7 @@ lab hub grade bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_
 
 
 
-.PHONY: help generate venv lab hub assignments grade grade-tools data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
+.PHONY: help generate venv lab hub hub-disk assignments grade grade-tools data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
@@ -81,6 +81,10 @@ HUB_STAMP  := $(VENV)/.hub-installed
 HUB_PROXY  := tools/teaching/proxy/node_modules/.package-lock.json
 hub: $(STAMP) $(HUB_STAMP) $(HUB_PROXY) data-link
 	$(BIN)/python -m tools.teaching.hub
+
+# Each student's disk (home and /tmp): this machine's filesystem has no quota (TEACHING.md).
+hub-disk: $(STAMP)
+	$(BIN)/python -m tools.teaching.classroom disk
 
 $(HUB_STAMP): requirements-hub.txt $(STAMP)
 	$(BIN)/python -m pip install -r requirements-hub.txt

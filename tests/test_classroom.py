@@ -191,3 +191,84 @@ def test_only_a_file_with_the_subsets_checksum_is_published(tmp_path: Path, monk
     said = _prepared(srv, monkeypatch, str(good))
     assert f"published {good} to {shared} (21 bytes, sha256 {digest}, read-only)" in said
     assert shared.read_bytes() == good.read_bytes() and shared.stat().st_mode & 0o777 == 0o444
+
+
+def _class_cgroups(name: str) -> classroom.Cgroups:
+    if os.geteuid() != 0:
+        pytest.skip("cgroups need root")
+    groups, line = classroom.class_cgroups(name, 2 * classroom.GIB)
+    if groups is None:
+        pytest.skip(line)
+    return groups
+
+
+def test_stopping_a_student_ends_detached_processes_and_removes_the_folders() -> None:
+    """Issue 47 items 5 and 11: `setsid nohup sleep 900 &` and a detached Python outlived the
+    server; the cgroup folders stayed after the hub."""
+    groups = _class_cgroups(f"blitz-test-{os.getpid()}")
+    try:
+        server = subprocess.Popen(["sleep", "60"])
+        groups.confine("alice", server.pid, 256 * 1024**2)
+        script = (
+            "setsid nohup sleep 900 >/dev/null 2>&1 & "
+            "setsid python3 -c 'import time; time.sleep(900)' >/dev/null 2>&1 & sleep 0.5"
+        )
+        helper = subprocess.Popen(
+            ["sh", "-c", f"echo $$ > {groups.folders('alice')[0]}/cgroup.procs; {script}"]
+        )
+        helper.wait(10)
+        assert len(groups.processes("alice")) >= 3  # the server, sleep 900, the Python
+        server.kill()  # the spawner stops the server's own process; the rest stays
+        server.wait()
+        assert len(groups.processes("alice")) >= 2
+        groups.release("alice")
+        assert not any(folder.exists() for folder in groups.folders("alice"))
+    finally:
+        groups.remove()
+    assert not groups.base.exists() and not any(o.exists() for o in groups.others)
+
+
+def test_a_student_cannot_start_more_processes_than_the_pids_limit() -> None:
+    groups = _class_cgroups(f"blitz-test-{os.getpid()}")
+    if not any((f / "pids.max").exists() for f in [groups.base, *groups.others]):
+        pytest.skip("no pids controller")
+    try:
+        shell = subprocess.Popen(["sleep", "60"])
+        groups.confine("mallory", shell.pid, 256 * 1024**2, pids=50)
+        join = "; ".join(f"echo $$ > {f}/cgroup.procs" for f in groups.folders("mallory"))
+        out = subprocess.run(  # 500 `setsid sleep 60`: those past the limit fail to fork
+            ["sh", "-c", f"{join}; for i in $(seq 500); do setsid sleep 60 >/dev/null 2>&1 & done"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+        started = len(groups.processes("mallory"))
+        assert 10 < started <= 50, out.stderr[-500:]
+    finally:
+        groups.remove()
+
+
+def test_the_teacher_sees_each_students_disk_in_home_and_tmp(tmp_path: Path, monkeypatch) -> None:
+    """Issue 47 item 5: alice wrote 2 GiB to ~ and 2 GiB to /tmp; no quota on this filesystem,
+    so `make hub-disk` shows who uses what."""
+    import pwd
+    from types import SimpleNamespace
+
+    if os.geteuid() != 0:
+        pytest.skip("chown needs root")
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    (tmp / "x").mkdir(parents=True)
+    (home / "big").write_bytes(b"1" * 3 * 1024**2)
+    (tmp / "x" / "alice.bin").write_bytes(b"2" * 5 * 1024**2)
+    (tmp / "other").write_bytes(b"3" * 1024**2)  # root's: not counted
+    os.chown(tmp / "x" / "alice.bin", 54321, 54321)
+    monkeypatch.setattr(
+        pwd, "getpwnam", lambda name: SimpleNamespace(pw_uid=54321, pw_dir=str(home))
+    )
+    [(name, in_home, in_tmp)] = classroom.disk_usage({"alice"}, tmp=tmp)
+    assert name == "alice"
+    assert 3 * 1024**2 <= in_home < 4 * 1024**2
+    assert 5 * 1024**2 <= in_tmp < 6 * 1024**2

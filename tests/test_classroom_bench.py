@@ -108,7 +108,7 @@ def test_only_the_accounts_this_run_recorded_are_removed(tmp_path, monkeypatch) 
     removed: list[str] = []
     monkeypatch.setattr(classroom, "accounts", lambda: list(present))
     monkeypatch.setattr(
-        settings_mod, "settings", lambda env=None: SimpleNamespace(state_dir=tmp_path)
+        settings_mod, "settings", lambda env=None: SimpleNamespace(state_dir=tmp_path, port=1)
     )
     monkeypatch.setattr(classroom.subprocess, "run", lambda argv, **kw: removed.append(argv[-1]))
     hub = classroom.Hub.__new__(classroom.Hub)
@@ -119,3 +119,15 @@ def test_only_the_accounts_this_run_recorded_are_removed(tmp_path, monkeypatch) 
     assert removed == ["benchxyz1x0", "benchxyzt"]
     with pytest.raises(classroom.BenchError, match="benchadvq already exists and is not this run"):
         hub.claim(["benchadvq"])
+
+
+def test_a_refused_student_fails_the_goal_even_when_the_others_were_fast() -> None:
+    """Issue 47 item 10: 9 of 30 got HTTP 429 and never worked, yet the line said "within 3x"."""
+    worked = classroom.Student("s0", 1.0)
+    refused = classroom.Student("s1", 1.0, error="start: BenchError: HTTP 429 Active user limit")
+    r = classroom.Round(2, [worked, refused], 1.0, (0, 0, 0), (0, 0, 0), 0, [])
+    line = classroom.goal_line(r, ["01"], 1.04)
+    assert "1 of 2 students finished" in line and "NOT met" in line
+    r.students = [worked, classroom.Student("s1", 1.0)]
+    assert "goal met" in classroom.goal_line(r, ["01"], 1.04)
+    assert "NOT met" in classroom.goal_line(r, ["01"], 3.5)

@@ -6,7 +6,6 @@ the memory cgroup that enforces a student's limit (LocalProcessSpawner enforces 
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
 import os
 import pwd
@@ -311,28 +310,23 @@ def ensure_students_group() -> None:
         subprocess.run(["groupadd", "--system", STUDENTS_GROUP], check=True)
 
 
-# Cgroups: a folder per student under one folder for the class, in each controller this
-# machine has of memory, pids and cpu (cgroup v1: a hierarchy per controller; v2: one unified
-# tree). memory: the class folder's limit is the machine less the reserve, each student's is
-# HUB_MEM_LIMIT; the kernel's OOM killer then ends the largest process inside the cgroup that is
-# over its limit (a student's kernel), never the hub or another student's work. pids: a student's
-# processes and threads together, at most PIDS_PER_STUDENT. cpu: every student folder has the
-# same weight, so a busy CPU is shared per student, not per process (two busy loops of one
-# student take no more than one of another's). A process cannot leave its cgroup (the files are
-# root's), setsid or not: stopping a server ends everything in the student's folders. None of
+# cgroups. cgroup v1 (one hierarchy per controller) or v2 (a unified tree): a folder per student
+# under one folder for the class, in the memory, pids and cpu controllers. The class folder's
+# memory limit is the machine less the reserve, each student's is HUB_MEM_LIMIT; the kernel's OOM
+# killer then ends the largest process inside the cgroup that is over its limit (a student's
+# kernel), never the hub or another student's work. pids bounds a student's processes together;
+# cpu gives each student's folder the same weight, so CPU is shared per student, not per process.
+# Stopping a server kills everything in the student's folders (detached processes too). None of
 # this exists where cgroups are not writable.
-PIDS_PER_STUDENT = 512  # a server, a few kernels with their threads; 500 sleeps do not fit
+PIDS_MAX = 256  # a student's processes and threads together (a server and kernels use ~100)
 CONTROLLERS = ("memory", "pids", "cpu")
 
 
 @dataclass(frozen=True)
 class Cgroups:
-    bases: tuple[Path, ...]  # the class's folders: the memory one first
+    base: Path  # the class's memory folder
     version: int
-
-    @property
-    def base(self) -> Path:
-        return self.bases[0]
+    others: tuple[Path, ...] = ()  # the class's pids and cpu folders on v1 (v2: base holds all)
 
     def _limit_file(self) -> str:
         return "memory.limit_in_bytes" if self.version == 1 else "memory.max"
@@ -341,20 +335,23 @@ class Cgroups:
         return self.base / name
 
     def folders(self, name: str) -> list[Path]:
-        return [base / name for base in self.bases]
+        return [self.base / name] + [other / name for other in self.others]
 
     def usage(self, name: str) -> int:
         f = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
         return int((self.student(name) / f).read_text())
 
-    def confine(self, name: str, pid: int, limit: int, pids: int = PIDS_PER_STUDENT) -> None:
-        """Put ``pid`` (a student's server; its kernels and every process they start follow)
-        under ``limit`` bytes and ``pids`` processes, with a student's share of the CPU."""
+    def confine(self, name: str, pid: int, limit: int, pids: int = PIDS_MAX) -> None:
+        """Put ``pid`` (a student's server; its kernels and every child follow) under ``limit``
+        bytes and ``pids`` processes, with one student's share of the CPU (the default weight,
+        the same for every student's folder)."""
         for folder in self.folders(name):
             folder.mkdir(exist_ok=True)
-            limits = {self._limit_file(): limit, "pids.max": pids}
-            if self.version == 2:  # swap would let a kernel outgrow its cap slowly
-                limits["memory.swap.max"] = 0
+            limits = {
+                self._limit_file(): limit,
+                "memory.swap.max": 0,  # v2: swap would let a kernel outgrow its cap slowly
+                "pids.max": pids,
+            }
             for file, value in limits.items():
                 if (folder / file).exists():
                     (folder / file).write_text(str(value))
@@ -369,43 +366,46 @@ class Cgroups:
                 pass
         return found
 
-    def end(self, name: str, wait_s: float = 10.0) -> set[int]:
-        """Kill every process of the student's folders (detached ones too); wait, bounded, until
-        none is left. What is still there after ``wait_s`` is returned."""
-        deadline = time.monotonic() + wait_s
-        while True:
+    def kill(self, name: str) -> None:
+        """End every process of the student, detached ones too: v2's cgroup.kill where the
+        kernel has it (5.14+), else SIGKILL to each process listed until none is left (the pids
+        limit bounds how many a fork loop can make meanwhile)."""
+        for folder in self.folders(name):
+            if (folder / "cgroup.kill").exists():
+                (folder / "cgroup.kill").write_text("1")
+        for _ in range(200):
             left = self.processes(name)
-            if not left or time.monotonic() > deadline:
-                return left
-            for folder in self.folders(name):
-                if (folder / "cgroup.kill").exists():  # v2: the kernel kills them all at once
-                    (folder / "cgroup.kill").write_text("1")
+            if not left:
+                return
             for pid in left:
-                with contextlib.suppress(ProcessLookupError):
+                try:
                     os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             time.sleep(0.05)
+        raise OSError(f"processes {sorted(left)} of {name} outlived SIGKILL")
 
     def release(self, name: str) -> None:
-        """End whatever the student left running, then remove their folders (a folder still
-        holding processes stays)."""
-        self.end(name)
+        """Kill what is left of a stopped student's processes and remove their folders."""
+        from tools.teaching.sandbox import Cgroup  # the grader's removal, retried while busy
+
+        if not self.base.joinpath(name).exists():
+            return
+        self.kill(name)
         for folder in self.folders(name):
-            try:
-                folder.rmdir()
-            except OSError as err:
-                if err.errno not in (errno.ENOENT, errno.EBUSY):
-                    raise
+            Cgroup.remove_folder(folder)
 
     def remove(self) -> None:
-        """After the hub: every student's folder, then the class's (each emptied first)."""
-        for base in self.bases:
+        """Release every student's folders, then the class's (the hub stops)."""
+        for base in (self.base, *self.others):
             if base.is_dir():
-                for child in base.iterdir():
-                    if child.is_dir():
-                        self.release(child.name)
-        for base in self.bases:
-            with contextlib.suppress(FileNotFoundError):
-                base.rmdir()
+                for folder in base.iterdir():
+                    if folder.is_dir():
+                        self.release(folder.name)
+        from tools.teaching.sandbox import Cgroup
+
+        for base in (self.base, *self.others):
+            Cgroup.remove_folder(base)
 
 
 def class_cgroup_name(s: Settings) -> str:
@@ -413,46 +413,46 @@ def class_cgroup_name(s: Settings) -> str:
 
 
 def class_cgroups(name: str, total_limit: int) -> tuple[Cgroups | None, str]:
-    """The class's cgroup folders ``name`` (memory limited to ``total_limit`` bytes), and a line
-    saying what enforces the students' limits (or why nothing does)."""
+    """The class's cgroup ``name``, memory limited to ``total_limit`` bytes, and a line saying
+    what enforces the students' limits (or why nothing does)."""
     root = Path("/sys/fs/cgroup")
     try:
         if (root / "memory" / "memory.limit_in_bytes").exists():
-            version = 1
-            have = [c for c in CONTROLLERS if (root / c / "cgroup.procs").exists()]
-            bases = [root / c / name for c in have]
+            version, limit_file = 1, "memory.limit_in_bytes"
+            base = root / "memory" / name
+            others = tuple(
+                root / c / name for c in CONTROLLERS[1:] if (root / c / "cgroup.procs").exists()
+            )
         elif "memory" in (root / "cgroup.controllers").read_text().split():
-            version = 2
-            available = (root / "cgroup.controllers").read_text().split()
-            have = [c for c in CONTROLLERS if c in available]
-            bases = [root / name]
+            version, limit_file, base, others = 2, "memory.max", root / name, ()
         else:
             return None, "no memory cgroup controller on this machine: no per-student cap"
-        for base in bases:
-            base.mkdir(exist_ok=True)
-        if version == 2:  # the class's folder hands the controllers to the students'
-            handed = " ".join(f"+{c}" for c in have)
-            (root / "cgroup.subtree_control").write_text(handed)
-            (bases[0] / "cgroup.subtree_control").write_text(handed)
-            (bases[0] / "memory.max").write_text(str(total_limit))
+        for folder in (base, *others):
+            folder.mkdir(exist_ok=True)
+        if version == 2:  # the class's folder hands its controllers down to the students'
+            have = set((root / "cgroup.controllers").read_text().split())
+            enable = " ".join(f"+{c}" for c in CONTROLLERS if c in have)
+            (root / "cgroup.subtree_control").write_text(enable)
+            (base / "cgroup.subtree_control").write_text(enable)
+            have = set((base / "cgroup.controllers").read_text().split())
         else:
-            (bases[0] / "memory.limit_in_bytes").write_text(str(total_limit))
+            have = {"memory", *(folder.parent.name for folder in others)}
+        (base / limit_file).write_text(str(total_limit))
     except OSError as err:
-        return None, f"memory cgroups not writable here ({err.strerror}): no per-student cap"
-    return Cgroups(
-        tuple(bases), version
-    ), f"memory cgroup v{version} at {bases[0]} ({', '.join(have)})"
+        return None, f"cgroups not writable here ({err.strerror}): no per-student cap"
+    missing = [c for c in CONTROLLERS if c not in have]
+    also = f"no {', '.join(missing)} controller: not bounded" if missing else "pids and cpu too"
+    return Cgroups(base, version, others), f"memory cgroup v{version} at {base} ({also})"
 
 
 def remove_class_cgroups(name: str) -> None:
-    """What a hub left in the cgroup trees (its students' folders and the class's), gone:
-    called when the hub has stopped, so no folder outlives a class."""
+    """What a hub left in the cgroup trees (its students' folders and the class's), gone: make
+    hub calls it once JupyterHub has ended, however it ended (its own exit removes them too)."""
     root = Path("/sys/fs/cgroup")
-    v1 = [root / c / name for c in CONTROLLERS if (root / c / name).is_dir()]
-    if v1:
-        Cgroups(tuple(v1), 1).remove()
-    elif (root / name / "cgroup.procs").exists():
-        Cgroups((root / name,), 2).remove()
+    if any((root / c / name).is_dir() for c in ("memory", "")):
+        groups, _ = class_cgroups(name, mem_total())
+        if groups is not None:
+            groups.remove()
 
 
 def mib(n: int) -> str:
@@ -473,3 +473,51 @@ def capacity_lines(s: Settings) -> list[str]:
         f"servers idle for {s.cull_timeout} s are stopped (their files stay)",
         f"at most {math.floor(s.spawn_limit)} servers start at once",
     ]
+
+
+# Disk. The machine's filesystem (ext4 on / here, mounted without usrquota) has no quota to set,
+# so the teacher sees who uses what instead: `make hub-disk`.
+def disk_usage(names: set[str], tmp: Path = Path("/tmp")) -> list[tuple[str, int, int]]:
+    """(student, bytes in their home, bytes they own under ``tmp``), largest first."""
+    owners: dict[int, str] = {}
+    homes: dict[str, Path] = {}
+    for name in names:
+        with contextlib.suppress(KeyError):
+            entry = pwd.getpwnam(name)
+            owners[entry.pw_uid], homes[name] = name, Path(entry.pw_dir)
+
+    def walk(top: Path, count: dict[str, int], only: str = "") -> None:
+        for folder, dirs, files in os.walk(top, onerror=lambda _err: None):
+            for item in dirs + files:
+                with contextlib.suppress(OSError):
+                    st = os.lstat(os.path.join(folder, item))
+                    owner = only or owners.get(st.st_uid, "")
+                    if owner:
+                        count[owner] = count.get(owner, 0) + st.st_blocks * 512
+
+    home_bytes: dict[str, int] = {}
+    for name, home in homes.items():
+        home_bytes[name] = 0
+        walk(home, home_bytes, only=name)
+    tmp_bytes: dict[str, int] = {}
+    walk(tmp, tmp_bytes)
+    rows = [(n, home_bytes.get(n, 0), tmp_bytes.get(n, 0)) for n in homes]
+    return sorted(rows, key=lambda row: (-(row[1] + row[2]), row[0]))
+
+
+def main(argv: list[str]) -> int:
+    if argv != ["disk"]:
+        print("usage: python -m tools.teaching.classroom disk", file=sys.stderr)
+        return 2
+    s = settings()
+    rows = disk_usage(made_accounts(s))
+    print(f"{'student':<32} {'home':>10} {'/tmp':>10}")
+    for name, home, tmp in rows:
+        print(f"{name:<32} {mib(home):>10} {mib(tmp):>10}")
+    if not rows:
+        print(f"no student accounts recorded in {s.state_dir / ACCOUNTS_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

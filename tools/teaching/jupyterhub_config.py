@@ -5,6 +5,8 @@
 # ruff: noqa: F821
 
 import asyncio
+import atexit
+import importlib
 import inspect
 import os
 import sys
@@ -122,10 +124,10 @@ c.LocalAuthenticator.add_user_cmd = classroom.add_user_cmd()
 # --- Each student's server ---------------------------------------------------------------
 class ClassSpawner(LocalProcessSpawner):
     """JupyterHub's LocalProcessSpawner (a process as the student, in their home), whose
-    processes are put in the student's cgroups (memory, processes, a student's share of the
-    CPU: classroom.Cgroups): LocalProcessSpawner itself does not enforce mem_limit (its
-    documentation says so), and stopping it ends only the server's process group, so a
-    detached process (setsid) would outlive it; stop() ends everything in the cgroups."""
+    processes are put in the student's cgroups (memory, processes, CPU share): LocalProcessSpawner
+    itself does not enforce mem_limit (its documentation says so), and it stops only the server's
+    own process, so stop() (the API's DELETE and the culler alike) kills the rest of the
+    student's processes, detached ones too."""
 
     async def start(self):
         where = await super().start()
@@ -142,7 +144,12 @@ class ClassSpawner(LocalProcessSpawner):
 CGROUPS, _memory_line = classroom.class_cgroups(
     classroom.class_cgroup_name(s), max(s.mem_limit, classroom.mem_total() - s.mem_reserve)
 )
-print(f"make hub: per-student memory: {_memory_line}", file=sys.stderr, flush=True)
+print(f"make hub: per-student limits: {_memory_line}", file=sys.stderr, flush=True)
+if CGROUPS is not None:  # the hub stops: no student's processes or folders stay behind
+    atexit.register(CGROUPS.remove)
+    # Cgroups.release removes folders with the grader's Cgroup: imported now (2-3 s), not in
+    # the hub's event loop at the first server stop.
+    importlib.import_module("tools.teaching.sandbox")
 # LocalProcessSpawner plus the cgroup above (ClassSpawner); as root, a process per student.
 c.JupyterHub.spawner_class = ClassSpawner
 # The project's venv runs every server and kernel: the pinned PyTorch, Lab, nbgitpuller.
@@ -153,6 +160,10 @@ c.Spawner.notebook_dir = "~"  # the student's home: nbgitpuller clones the lesso
 c.Spawner.args = [
     "--LabApp.news_url=None",
     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    # A kernel whose notebook tab was closed holds PyTorch's memory until the server stops: the
+    # server ends kernels idle for 20 minutes with no tab connected (an open tab keeps its own).
+    "--MappingKernelManager.cull_idle_timeout=1200",
+    "--MappingKernelManager.cull_interval=120",
 ]
 c.Spawner.environment = classroom.student_environment(s)
 c.Spawner.mem_limit = s.mem_limit  # shown to the server as MEM_LIMIT; ClassSpawner enforces it
