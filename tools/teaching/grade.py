@@ -69,16 +69,18 @@ SOLUTION_ID = "_lesson_solutions"  # no student id: they start with a letter or 
 GRACE_S = 120  # beyond the submission's limit before nbgrader itself is stopped
 
 
-# nbgrader's autograde steps, with StderrIsOutput before the points are read (SaveAutoGrades)
+# nbgrader's autograde steps: JudgedExecute runs the submission and judges each check outside
+# its kernel (tools/teaching/judge.py); the points nbgrader saves are then replaced by the
+# judge's own (record_verdicts). StderrIsOutput keeps stderr in the feedback as plain output.
 AUTOGRADE_STEPS = """from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 from tools.teaching.grade import StderrIsOutput
-from tools.teaching.sandbox import SandboxedExecute
+from tools.teaching.judge import JudgedExecute
 
 c.Autograde.autograde_preprocessors = [
-    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsOutput,
+    JudgedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 """
@@ -265,11 +267,10 @@ def grade(
     timeout: int = 900,
     max_bytes: int = 20 * 2**20,
     notebooks: Path = ROOT / "notebooks",
-    checks_dir: Path | None = None,
     memory_bytes: int = 16 * 2**30,
 ) -> Path:
-    """Grade ``submissions`` against lesson ``number_`` of ``notebooks`` (its checks in
-    ``checks_dir``, default the project's); the path of grades.csv."""
+    """Grade ``submissions`` against lesson ``number_`` of ``notebooks``; the path of
+    grades.csv."""
     lesson = lesson_for(number_, lang, notebooks)
     name = lesson.stem
     if not submissions.is_dir():
@@ -305,6 +306,9 @@ def grade(
 c.SandboxedExecute.timeout = {cell_timeout}
 c.SandboxedExecute.submission_timeout = {timeout}
 c.SandboxedExecute.report_dir = {str(reports)!r}
+c.JudgedExecute.verdicts_dir = {str(reports)!r}
+c.JudgedExecute.lang = {lang!r}
+c.JudgedExecute.request_timeout = {cell_timeout}
 c.SandboxKernelManager.work_root = {str(boxes)!r}
 c.SandboxKernelManager.ledger = {str(ledger)!r}
 c.SandboxKernelManager.hidden_paths = {hidden!r}
@@ -325,7 +329,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
         logs.mkdir()
         said = (record / "grade.log").open("a", encoding="utf-8")
         log.say = say
-        write_course(course, lang, [lesson], grading, checks_dir)
+        write_course(course, lang, [lesson], grading)
         say(f"run {record.name}: lesson {number_} ({lang}), submissions from {submissions}")
         graded = []
         files = sorted(submissions.iterdir())
@@ -366,6 +370,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
         def autograde(student: str) -> str | None:
             note = _autograde(course, name, student, timeout + GRACE_S, logs, memory_bytes)
             _sweep(ledger, log)
+            record_verdicts(course, name, student, reports / f"{student}.verdicts.json")
             report = reports / f"{student}.txt"
             if note is None and report.exists():
                 note = report.read_text(encoding="utf-8")
@@ -435,6 +440,29 @@ c.SandboxKernelManager.memory = {memory_bytes}
             said.close()
         _sweep(ledger, log)
         remove(within(work_root, run.name))
+
+
+def record_verdicts(course: Path, name: str, student: str, verdicts: Path) -> None:
+    """The judge's points (``verdicts``: {grade_id: points}, written by
+    tools/teaching/judge.py) in place of whatever nbgrader saved for ``student``: a check
+    without a verdict (not run, the kernel gone) scores 0."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    try:
+        points = json.loads(verdicts.read_text(encoding="utf-8")) if verdicts.exists() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        points = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        try:
+            graded = gradebook.find_submission_notebook(name, name, student)
+        except MissingEntry:
+            return  # nbgrader saved nothing: the export gives 0 points
+        for grade_ in graded.grades:
+            given = points.get(grade_.name, 0) if isinstance(points, dict) else 0
+            most = grade_.max_score or 0
+            ok = isinstance(given, (int, float)) and not isinstance(given, bool)
+            grade_.auto_score = float(min(max(given, 0), most)) if ok else 0.0
+        gradebook.db.commit()
 
 
 def solutions_lost(course: Path, name: str, note: str | None) -> str:

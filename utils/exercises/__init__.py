@@ -112,14 +112,20 @@ class Exercise:
     # as ``global_state=``, read before the check forks and seeds its own).
     global_state: bool = False
 
-    def outcome(self, *answers: Any, lang: str | None = None) -> tuple[str, str]:
-        """``(status, message)`` with status ``right``, ``wrong``, ``todo`` or ``raised``."""
+    def outcome(
+        self, *answers: Any, lang: str | None = None, global_state: torch.Tensor | None = None
+    ) -> tuple[str, str]:
+        """``(status, message)`` with status ``right``, ``wrong``, ``todo`` or ``raised``.
+        ``global_state``: the learner's global CPU generator state, where the answers come from
+        another process (the class grader); by default this process's."""
         lang = lang or language()
         n = self.number
         try:
             if any(_is_placeholder(a) for a in answers):
                 raise NotDone
-            extra = {"global_state": torch.get_rng_state()} if self.global_state else {}
+            if global_state is None and self.global_state:
+                global_state = torch.get_rng_state()
+            extra = {"global_state": global_state} if self.global_state else {}
             # A judge builds layers and loaders, which draw from PyTorch's global generator: it
             # runs on forked generators, seeded, so a check gives the same verdict on every run
             # and leaves the learner's later random numbers (and stored outputs) alone.
