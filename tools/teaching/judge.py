@@ -152,13 +152,13 @@ class RemoteFunction:
     def __repr__(self) -> str:
         return f"<the submission's {self.__name__}>"
 
-    def __call__(self, *args):
-        return self.via("", *args)
+    def __call__(self, *args, **kwargs):
+        return self.via("", *args, **kwargs)
 
-    def via(self, helper: str, *args):
+    def via(self, helper: str, *args, **kwargs):
         """``helper(the function, *args)`` run in the kernel (a function of utils.exercises:
         e.g. one that runs it under a stand-in for a GPU), or the function itself."""
-        sent = base64.b64encode(_wire.to_bytes(_wire.encode(list(args)))).decode()
+        sent = base64.b64encode(_wire.to_bytes(_wire.encode([list(args), kwargs]))).decode()
         raw = self._kernel.ask(f"{WIRE}.serve_call({self._handle}, {sent!r}, {helper!r})")
         returned, value = _wire.decode_call(raw, self._kernel.function, MAX_REPLY)
         if not returned:
@@ -218,10 +218,14 @@ class JudgedExecute(SandboxedExecute):
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         meta = cell.metadata.get("nbgrader") or {}
-        spec = read_marker(cell.source) if cell.cell_type == "code" and meta.get("grade") else None
-        if spec is None:
+        if cell.cell_type != "code" or not meta.get("grade"):
             return cell
         grade_id, points = meta.get("grade_id"), meta.get("points", 0)
+        spec = read_marker(cell.source)
+        if spec is None:  # a test still run in the kernel: its points, whether it raised
+            raised = any(o.get("output_type") == "error" for o in cell.outputs)
+            self._verdicts[grade_id] = 0 if raised or self._stopped else points
+            return cell
         if self._stopped is not None:  # not run, or the kernel is gone: its error stays, 0
             self._verdicts[grade_id] = 0
             return cell

@@ -111,6 +111,10 @@ class Exercise:
     # Whether the judge reads the learner's global CPU generator as the answer left it (passed
     # as ``global_state=``, read before the check forks and seeds its own).
     global_state: bool = False
+    # Whether the class grader judges it outside the learner's kernel, on values handed over as
+    # data (tools/teaching/judge.py); False: its judge needs objects that are not data yet, and
+    # the grader still runs it in the kernel (and says so).
+    outside: bool = True
 
     def outcome(
         self, *answers: Any, lang: str | None = None, global_state: torch.Tensor | None = None
@@ -154,10 +158,12 @@ class Exercise:
             raise AssertionError(message)
 
 
-def exercise(number: int, global_state: bool = False) -> Callable[[Callable[..., None]], Exercise]:
+def exercise(
+    number: int, global_state: bool = False, outside: bool = True
+) -> Callable[[Callable[..., None]], Exercise]:
     """Decorator: turn a judge function into the lesson's :class:`Exercise` ``number``."""
 
     def wrap(judge: Callable[..., None]) -> Exercise:
-        return Exercise(number, judge, global_state=global_state)
+        return Exercise(number, judge, global_state=global_state, outside=outside)
 
     return wrap

@@ -73,9 +73,11 @@ def encode(value: Any, depth: int = 0) -> Any:
         if value.layout != torch.strided or value.device.type == "meta":
             return {"kind": "refused", "what": f"a {value.layout} tensor on {value.device}"}
         plain = value.detach().to("cpu", copy=True).contiguous()
+        grad = value.grad if value.is_leaf else None
         return {
             "kind": "tensor",
             "data": plain,
+            "grad": encode(grad, depth + 1) if type(grad) is torch.Tensor else None,
             "requires_grad": bool(value.requires_grad),
             "parameter": kind is torch.nn.Parameter,
             "device": str(value.device),
@@ -149,9 +151,10 @@ def serve_call(handle: int, arguments: str, helper: str = "") -> str:
     encoded), or ``helper(callable, *arguments)`` (a function of ``utils.exercises``); the
     result encoded, or the exception's type and message."""
     try:
-        args = decode(base64.b64decode(arguments), None)
-        if type(args) is not list:
-            raise NotData("arguments that are not a list")
+        given = decode(base64.b64decode(arguments), None)
+        if not (type(given) is list and len(given) == 2 and type(given[1]) is dict):
+            raise NotData("arguments that are not [positional, keywords]")
+        args, kwargs = given
         function = _handles[handle]
         if helper:
             module, _, name = helper.partition(":")
@@ -159,7 +162,7 @@ def serve_call(handle: int, arguments: str, helper: str = "") -> str:
                 raise NotData(f"{helper}: not a helper of {HELPERS}")
             args = [function, *args]
             function = getattr(importlib.import_module(module), name)
-        result = {"kind": "returned", "value": encode(function(*args))}
+        result = {"kind": "returned", "value": encode(function(*args, **kwargs))}
     except Exception as err:
         result = {"kind": "raised", "type": type(err).__name__, "message": str(err)[:2000]}
     return _reply(result)
@@ -276,10 +279,18 @@ def _value(node: Any, function, budget: _Budget, depth: int) -> Any:
         if data.layout != torch.strided or data.device.type != "cpu":
             raise NotData("a tensor that is not a plain CPU tensor")
         data = data.clone()
+        grad = node.get("grad")
+        grad = None if grad is None else _value(grad, None, budget, depth + 1)
+        if grad is not None and (type(grad) is not torch.Tensor or grad.shape != data.shape):
+            raise NotData("a gradient that is no tensor of its tensor's shape")
         if _field(node, "parameter", bool):
-            return torch.nn.Parameter(data, requires_grad=_field(node, "requires_grad", bool))
-        if _field(node, "requires_grad", bool) and (data.is_floating_point() or data.is_complex()):
+            data = torch.nn.Parameter(data, requires_grad=_field(node, "requires_grad", bool))
+        elif _field(node, "requires_grad", bool) and (
+            data.is_floating_point() or data.is_complex()
+        ):
             data.requires_grad_()
+        if grad is not None and data.requires_grad:
+            data.grad = grad.to(data.dtype)
         return data
     if tag == "ndarray":
         raw = _field(node, "npy", bytes)

@@ -125,7 +125,7 @@ def _network(widened_lenet, c1: int, c2: int) -> nn.Module:
     return net
 
 
-@exercise(2)
+@exercise(2, outside=False)
 def q2(widened_lenet) -> None:
     first, again = _network(widened_lenet, 32, 64), _network(widened_lenet, 32, 64)
     if first is again:
@@ -364,7 +364,7 @@ def _schedule(one_cycle_to_003) -> None:
         )
 
 
-@exercise(3)
+@exercise(3, outside=False)
 def q3(adamw, one_cycle_to_003) -> None:
     _optimizer(adamw)
     _schedule(one_cycle_to_003)

@@ -91,7 +91,7 @@ class _Moves(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-@exercise(1)
+@exercise(1, outside=False)
 def q1(train_epoch, device=None) -> None:
     device = torch.device(device) if device is not None else torch.device("cpu")
     g = torch.Generator().manual_seed(1)
@@ -222,7 +222,7 @@ class _Watched:
         ddp.no_sync = no_sync  # this object only: counts the learner's `with model.no_sync():`
 
 
-@exercise(2)
+@exercise(2, outside=False)
 def q2(accumulate_gradients) -> None:
     micro_batches = 3
     g = torch.Generator().manual_seed(3)
@@ -310,7 +310,7 @@ def q2(accumulate_gradients) -> None:
         )
 
 
-@exercise(3)
+@exercise(3, outside=False)
 def q3(count_correct, dealt) -> None:
     n, n_in, n_classes = 11, 4, 3  # 11 images divide evenly among neither 2 nor 3 ranks
     g = torch.Generator().manual_seed(6)
