@@ -49,8 +49,10 @@ def _article(value: Any) -> str:
     return f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}"
 
 
-def encode(value: Any, depth: int = 0) -> Any:
-    """``value`` as a tree of data (module docstring)."""
+def encode(value: Any, depth: int = 0, seen: dict | None = None) -> Any:
+    """``value`` as a tree of data (module docstring). Within one tree, a tensor met again (the
+    same view of the same memory) is sent as a reference to the first, so that sharing shows."""
+    seen = {} if seen is None else seen
     if depth > MAX_DEPTH:
         return {"kind": "refused", "what": "a structure nested too deep"}
     kind = type(value)
@@ -65,19 +67,29 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, np.floating) and kind.__module__ == "numpy":
         return float(value)
     if kind in (tuple, list):
-        return {"kind": kind.__name__, "items": [encode(v, depth + 1) for v in value]}
+        return {"kind": kind.__name__, "items": [encode(v, depth + 1, seen) for v in value]}
     if kind is dict:
-        items = [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]
+        items = [[encode(k, depth + 1, seen), encode(v, depth + 1, seen)] for k, v in value.items()]
         return {"kind": "dict", "items": items}
     if kind in (torch.Tensor, torch.nn.Parameter):
         if value.layout != torch.strided or value.device.type == "meta":
             return {"kind": "refused", "what": f"a {value.layout} tensor on {value.device}"}
+        view = (
+            value.untyped_storage().data_ptr(),
+            value.storage_offset(),
+            tuple(value.shape),
+            value.stride(),
+            value.dtype,
+        )
+        if view in seen:
+            return {"kind": "same", "index": seen[view]}
+        seen[view] = len(seen)
         plain = value.detach().to("cpu", copy=True).contiguous()
         grad = value.grad if value.is_leaf else None
         return {
             "kind": "tensor",
             "data": plain,
-            "grad": encode(grad, depth + 1) if type(grad) is torch.Tensor else None,
+            "grad": encode(grad, depth + 1, {}) if type(grad) is torch.Tensor else None,
             "requires_grad": bool(value.requires_grad),
             "parameter": kind is torch.nn.Parameter,
             "device": str(value.device),
@@ -102,6 +114,8 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {"kind": "dtype", "name": str(value).removeprefix("torch.")}
     if isinstance(value, torch.Tensor):
         return {"kind": "refused", "what": f"a subclass of torch.Tensor ({kind.__name__})"}
+    if isinstance(value, torch.nn.Module):
+        return _module(value, depth, seen)
     if callable(value) and not isinstance(value, type):
         handle = len(_handles) + 1
         _handles[handle] = value
@@ -118,6 +132,35 @@ def encode(value: Any, depth: int = 0) -> Any:
             "does_nothing": placeholder,
         }
     return {"kind": "refused", "what": _article(value)}
+
+
+def _module(module: torch.nn.Module, depth: int, seen: dict) -> dict:
+    """A module as data: its class (by name: only a torch.nn class is ever rebuilt as itself),
+    its plain attributes, parameters, buffers and submodules, and a handle to call it."""
+    handle = len(_handles) + 1
+    _handles[handle] = module
+    kind = type(module)
+    plain = (int, float, bool, str, tuple, type(None))
+    return {
+        "kind": "module",
+        "handle": handle,
+        "class": kind.__name__,
+        "torch_nn": kind.__module__.startswith("torch.nn.")
+        and kind is getattr(torch.nn, kind.__name__, None),
+        "training": bool(module.training),
+        "attributes": [
+            [name, encode(value, depth + 1, seen)]
+            for name, value in vars(module).items()
+            if not name.startswith("_") and type(value) in plain
+        ],
+        "parameters": [
+            [name, encode(p, depth + 1, seen)] for name, p in module._parameters.items()
+        ],
+        "buffers": [[name, encode(b, depth + 1, seen)] for name, b in module._buffers.items()],
+        "children": [
+            [name, encode(child, depth + 1, seen)] for name, child in module._modules.items()
+        ],
+    }
 
 
 def to_bytes(tree: Any) -> bytes:
@@ -175,6 +218,7 @@ class _Budget:
     def __init__(self) -> None:
         self.items = 0
         self.elements = 0
+        self.tensors: list[torch.Tensor] = []  # in the order sent: what "same" refers to
 
     def item(self) -> None:
         self.items += 1
@@ -291,7 +335,15 @@ def _value(node: Any, function, budget: _Budget, depth: int) -> Any:
             data.requires_grad_()
         if grad is not None and data.requires_grad:
             data.grad = grad.to(data.dtype)
+        budget.tensors.append(data)
         return data
+    if tag == "same":
+        index = _field(node, "index", int)
+        if not 0 <= index < len(budget.tensors):
+            raise NotData("a reference to no tensor sent before")
+        return budget.tensors[index]
+    if tag == "module":
+        return _mirror(node, function, budget, depth)
     if tag == "ndarray":
         raw = _field(node, "npy", bytes)
         try:
@@ -333,6 +385,59 @@ def _value(node: Any, function, budget: _Budget, depth: int) -> Any:
     if tag == "refused":
         return Refused(_field(node, "what", str)[:300])
     raise NotData(f"an unknown kind of value ({tag[:40]!r})")
+
+
+class RemoteModule(torch.nn.Module):
+    """The judge's copy of a submission's module: its structure, parameters and buffers here
+    (read them, count them), its forward run in the kernel on data (``call``)."""
+
+    _call = None  # the kernel's module, called with data (set by _mirror)
+
+    def forward(self, *args, **kwargs):
+        if self._call is None:
+            raise RuntimeError("this module's forward runs where it was defined, not here")
+        return self._call(*args, **kwargs)
+
+
+def _mirror(node: dict, function, budget: _Budget, depth: int) -> torch.nn.Module:
+    if function is None:
+        raise NotData("a module where only values are expected")
+    name = _field(node, "class", str)
+    if not name.isidentifier() or len(name) > 80:
+        name = "Module"
+    base = getattr(torch.nn, name, None) if _field(node, "torch_nn", bool) else None
+    if not (isinstance(base, type) and issubclass(base, torch.nn.Module)):
+        base = torch.nn.Module
+    kind = type(name, (RemoteModule, base), {"__module__": "submission"})
+    module = kind.__new__(kind)
+    torch.nn.Module.__init__(module)
+    for key, value in _pairs(node, "attributes", function, budget, depth):
+        if key.isidentifier() and not key.startswith("_") and not hasattr(kind, key):
+            module.__dict__[key] = value
+    for key, value in _pairs(node, "parameters", function, budget, depth):
+        if not isinstance(value, torch.nn.Parameter) and value is not None:
+            raise NotData("a parameter that is not one")
+        module._parameters[key] = value
+    for key, value in _pairs(node, "buffers", function, budget, depth):
+        if value is not None and type(value) is not torch.Tensor:
+            raise NotData("a buffer that is not a tensor")
+        module._buffers[key] = value
+    for key, value in _pairs(node, "children", function, budget, depth):
+        if value is not None and not isinstance(value, RemoteModule):
+            raise NotData("a submodule that is not one")
+        module._modules[key] = value
+    module.training = _field(node, "training", bool)
+    module.__dict__["_call"] = function(_field(node, "handle", int), name)
+    return module
+
+
+def _pairs(node: dict, key: str, function, budget: _Budget, depth: int) -> list:
+    pairs = []
+    for pair in _field(node, key, list):
+        if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
+            raise NotData(f"a module's {key} that are not (name, value) pairs")
+        pairs.append((pair[0][:200], _value(pair[1], function, budget, depth + 1)))
+    return pairs
 
 
 def _field(node: dict, key: str, kind: type) -> Any:

@@ -152,7 +152,7 @@ LAYERS = [(32, 8), (32,), (32, 32), (32,), (4, 32), (4,)]  # the model's paramet
 FROZEN = [True, True, False, False, False, False]  # the first nn.Linear's weight and bias
 
 
-@exercise(3, outside=False)
+@exercise(3)
 def q3(model, trainable, before) -> None:
     if not isinstance(model, nn.Module):
         raise Wrong(

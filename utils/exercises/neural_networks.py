@@ -79,7 +79,7 @@ def _leaves(module: nn.Module) -> list[nn.Module]:
     return [m for m in module.modules() if not list(m.children())]
 
 
-@exercise(2, outside=False)
+@exercise(2)
 def q2(seq, model) -> None:
     if not isinstance(seq, nn.Sequential):
         raise Wrong(
@@ -238,7 +238,7 @@ def _scores_its_input(clf: nn.Module, images: torch.Tensor, scores: torch.Tensor
         )
 
 
-@exercise(4, outside=False)
+@exercise(4)
 def q4(clf, X4, labels) -> None:
     if not isinstance(clf, nn.Module):
         raise Wrong(
