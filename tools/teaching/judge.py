@@ -74,12 +74,13 @@ def read_marker(source: str) -> dict | None:
 class Kernel:
     """Requests to a running kernel on a shell channel of the grader's own (no output read)."""
 
-    def __init__(self, connection_info: dict, timeout: float, interrupt=None) -> None:
-        self.timeout = timeout
-        self.interrupt = interrupt
+    def __init__(
+        self, connection_info: dict, timeout: float, interrupt=None, max_reply: int = MAX_REPLY
+    ) -> None:
+        self.timeout, self.interrupt, self.max_reply = timeout, interrupt, max_reply
         self.context = zmq.Context()
         # a reply larger than this is dropped by ZeroMQ before it reaches the grader's memory
-        self.context.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY * 4 // 3 + 2**16)
+        self.context.setsockopt(zmq.MAXMSGSIZE, max_reply * 4 // 3 + 2**16)
         self.client = BlockingKernelClient(context=self.context)
         self.client.load_connection_info(connection_info)
         self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
@@ -110,7 +111,7 @@ class Kernel:
         if not isinstance(result, dict) or result.get("status") != "ok":
             raise Unanswered("the kernel did not evaluate the request")
         text = (result.get("data") or {}).get("text/plain")
-        if not isinstance(text, str) or len(text) > MAX_REPLY * 4 // 3 + 16:
+        if not isinstance(text, str) or len(text) > self.max_reply * 4 // 3 + 16:
             raise Unanswered("a reply that is not one bounded string")
         try:
             value = ast.literal_eval(text)
@@ -121,7 +122,7 @@ class Kernel:
     def export(self, args: list[str], global_state: bool):
         getters = ", ".join(f"lambda: ({a})" for a in args)
         raw = self.ask(f"{WIRE}.serve_export([{getters}], {global_state!r})")
-        return _wire.decode_export(raw, self.function, MAX_REPLY)
+        return _wire.decode_export(raw, self.function, self.max_reply)
 
     def function(self, handle: int, name: str) -> RemoteFunction:
         return RemoteFunction(self, handle, name)
@@ -160,7 +161,7 @@ class RemoteFunction:
         e.g. one that runs it under a stand-in for a GPU), or the function itself."""
         sent = base64.b64encode(_wire.to_bytes(_wire.encode([list(args), kwargs]))).decode()
         raw = self._kernel.ask(f"{WIRE}.serve_call({self._handle}, {sent!r}, {helper!r})")
-        returned, value = _wire.decode_call(raw, self._kernel.function, MAX_REPLY)
+        returned, value = _wire.decode_call(raw, self._kernel.function, self._kernel.max_reply)
         if not returned:
             raise _exception(*value)
         return value

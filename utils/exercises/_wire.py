@@ -177,10 +177,10 @@ def _reply(tree: Any) -> str:
 def serve_export(getters: list, global_state: bool = False) -> str:
     """Each of ``getters`` (a function returning one answer) evaluated and encoded; an answer
     that raises (a name never defined) is refused with its error."""
-    values = []
+    values, seen = [], {}  # one tree: a tensor in two answers is sent once
     for getter in getters:
         try:
-            values.append(encode(getter()))
+            values.append(encode(getter(), 0, seen))
         except Exception as err:  # the answer's own error: what the judge is told instead
             values.append({"kind": "refused", "what": f"{type(err).__name__}: {err}"[:300]})
     tree: dict[str, Any] = {"kind": "export", "values": values}
@@ -324,7 +324,9 @@ def _value(node: Any, function, budget: _Budget, depth: int) -> Any:
             raise NotData("a tensor that is not a plain CPU tensor")
         data = data.clone()
         grad = node.get("grad")
+        mark = len(budget.tensors)  # a gradient takes no place among the tensors sent
         grad = None if grad is None else _value(grad, None, budget, depth + 1)
+        del budget.tensors[mark:]
         if grad is not None and (type(grad) is not torch.Tensor or grad.shape != data.shape):
             raise NotData("a gradient that is no tensor of its tensor's shape")
         if _field(node, "parameter", bool):
