@@ -6,7 +6,17 @@ One ``.ipynb`` per student, named by the student's id (``alice.ipynb``: letters,
 (tools/teaching/assignments.py: the same source the release came from), then for each
 submission runs ``nbgrader autograde`` (its kernel isolated and bounded:
 tools/teaching/sandbox.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
-(tools/teaching/export.py). Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
+(tools/teaching/export.py). The verdicts are computed here, not in the student's kernel
+(tools/teaching/judge.py): after each check cell, the kernel hands over the values the check
+names as data (never a pickle this process unpickles) and the student's functions are called
+with data; the lesson's own judge decides in this process, and its points replace whatever
+nbgrader read from the cells (``record_verdicts``). So a point never depends on what a cell
+printed, wrote to stderr or raised, and code that rewrites ``print``, the import system,
+IPython's input transformers or the checks changes only its own answers. Not guaranteed: an
+answer is judged on the values the kernel sends, however it made them; and the exercises
+whose judges need more than data (``Exercise.outside`` False: 04 q3, 05 q2 and q3) are still
+checked in the kernel, where a submission that tampers with the interpreter can fool them.
+Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
 ``grades.csv`` (one row per student, one column per exercise, the total, a note) and
 ``feedback/<student>.html``. ``grades.csv`` is the latest grade of every student across runs:
 a run (a late submission, a regrade) adds or updates its students' rows, every other row stays,
@@ -551,7 +561,12 @@ def _folder_given(text: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Each check is judged in the grader's own process, on values the submission's "
+        "kernel hands over as data; a point never depends on a cell's output. Not yet judged "
+        "so (checked in the kernel): 04 q3, 05 q2 and q3. See TEACHING.md.",
+    )
     parser.add_argument("--lesson", required=True, metavar="NN", help="lesson number, e.g. 01")
     parser.add_argument("--submissions", required=True, type=_folder_given, metavar="FOLDER")
     parser.add_argument("--lang", choices=("en", "zh"), default="en")
