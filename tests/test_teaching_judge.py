@@ -222,7 +222,9 @@ CHEATS = {
     "traces_past_every_raise": (
         "import sys, linecache\n"
         "def _skip(frame, event, arg):\n"
-        "    if event == 'line' and 'exercises' in frame.f_code.co_filename:\n"
+        "    if 'exercises' not in frame.f_code.co_filename:\n"
+        "        return None\n"
+        "    if event == 'line':\n"
         "        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)\n"
         "        if line.strip().startswith('raise'):\n"
         "            try:\n                frame.f_lineno = frame.f_lineno + 1\n"

@@ -26,8 +26,11 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import contextlib
 import importlib
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -234,7 +237,7 @@ class JudgedExecute(SandboxedExecute):
             self._kernel = Kernel(
                 self.km.get_connection_info(session=False),
                 min(self.request_timeout, self.timeout),
-                interrupt=run_sync(self.km.interrupt_kernel),
+                interrupt=self._interrupt,
             )
         status, message = verdict(self._kernel, spec, self.lang)
         right = status == "right"
@@ -248,3 +251,10 @@ class JudgedExecute(SandboxedExecute):
         return cell
 
     execute_cell = run_sync(async_execute_cell)
+
+    def _interrupt(self) -> None:
+        """SIGINT to the kernel (a request that did not return: an answer looping forever)."""
+        pid = self.km._kernel_pid() if hasattr(self.km, "_kernel_pid") else None
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
