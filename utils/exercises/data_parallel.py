@@ -313,16 +313,19 @@ class _Watched:
         ddp.no_sync = no_sync  # this object only: counts the learner's `with model.no_sync():`
 
 
-@exercise(2, outside=False)
-def q2(accumulate_gradients) -> None:
-    micro_batches = 3
-    g = torch.Generator().manual_seed(3)
+def _setup_q2(seeds: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor, nn.Sequential]:
+    g = torch.Generator().manual_seed(seeds[0])
     X, y = torch.randn(12, 6, generator=g), torch.randint(0, 3, (12,), generator=g)
-    start = nn.Sequential(_tiny_linear(6, 8, seed=4), nn.ReLU(), _tiny_linear(8, 3, seed=5))
-    reference = copy.deepcopy(start)
-    nn.functional.cross_entropy(reference(X), y).backward()  # the whole batch at once
-    wanted = [p.grad for p in reference.parameters()]
+    start = nn.Sequential(
+        _tiny_linear(6, 8, seed=seeds[1]), nn.ReLU(), _tiny_linear(8, 3, seed=seeds[2])
+    )
+    return X, y, start
 
+
+def _trial_q2(accumulate_gradients, seeds: tuple[int, int, int], micro_batches: int) -> dict:
+    """What ``accumulate_gradients`` does to a DDP model of exercise 2's setup, as data: it
+    runs where the answer lives (for the class grader, the submission's kernel)."""
+    X, y, start = _setup_q2(seeds)
     own_group = not dist.is_initialized()
     if own_group:  # one process is enough to run DDP's real code
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -333,11 +336,59 @@ def q2(accumulate_gradients) -> None:
     finally:
         if own_group:
             dist.destroy_process_group()
+    return {
+        "forward_synced": list(watched.forward_synced),
+        "allreduce_after": list(watched.allreduce_after),
+        "no_sync_entered": watched.no_sync_entered,
+        "grads": [p.grad for p in ddp.module.parameters()],
+    }
 
-    forwards = len(watched.forward_synced)
+
+def _bools(values) -> list[bool]:
+    if not (isinstance(values, list) and all(isinstance(v, bool) for v in values)):
+        raise Wrong(
+            "the check could not watch `accumulate_gradients` at work.",
+            "检查无法观察 `accumulate_gradients` 的运行。",
+        )
+    return values
+
+
+@exercise(2)
+def q2(accumulate_gradients) -> None:
+    micro_batches = 3
+    via = getattr(accumulate_gradients, "via", None)  # a function in another process
+    seeds = (
+        (3, 4, 5) if via is None else tuple(int.from_bytes(os.urandom(4), "little") for _ in "abc")
+    )
+    X, y, start = _setup_q2(seeds)
+    reference = copy.deepcopy(start)
+    nn.functional.cross_entropy(reference(X), y).backward()  # the whole batch at once
+    wanted = [p.grad for p in reference.parameters()]
+    if via is None:
+        trial = _trial_q2(accumulate_gradients, seeds, micro_batches)
+    else:
+        trial = via(f"{__name__}:_trial_q2", seeds, micro_batches)
+    if not isinstance(trial, dict):
+        _bools(None)
+    forward_synced = _bools(trial.get("forward_synced"))
+    allreduce_after = trial.get("allreduce_after")
+    no_sync_entered = trial.get("no_sync_entered")
+    grads = trial.get("grads")
+    if not (
+        isinstance(allreduce_after, list)
+        and all(isinstance(v, int) for v in allreduce_after)
+        and isinstance(no_sync_entered, int)
+        and isinstance(grads, list)
+        and len(grads) == len(wanted)
+        and all(
+            g is None or (isinstance(g, torch.Tensor) and g.shape == w.shape)
+            for g, w in zip(grads, wanted, strict=True)
+        )
+    ):
+        _bools(None)
+    forwards = len(forward_synced)
     if forwards == 0:
         raise NotDone
-    grads = [p.grad for p in ddp.module.parameters()]
     if forwards != micro_batches or any(grad is None for grad in grads):
         raise Wrong(
             f"for {micro_batches} micro-batches the model ran {forwards} forward(s): one "
@@ -376,7 +427,7 @@ def q2(accumulate_gradients) -> None:
             "累积得到的梯度不是整批平均损失的梯度：把 X 和 y 按顺序切成大小相同的微批量，"
             "并缩放每个损失。",
         )
-    synced = sorted(set(watched.allreduce_after))
+    synced = sorted(set(allreduce_after))
     if not synced:
         raise Wrong(
             "nothing was all-reduced, so with several processes each would keep its own "
@@ -385,7 +436,7 @@ def q2(accumulate_gradients) -> None:
             "`no_sync()` 之外运行？",
         )
     if synced != [micro_batches]:
-        if watched.no_sync_entered and not any(not s for s in watched.forward_synced):
+        if no_sync_entered and not any(not s for s in forward_synced):
             raise Wrong(
                 "you used `no_sync()`, but every micro-batch still all-reduced: DDP decides "
                 "during the forward whether the next backward all-reduces. What must run "
@@ -401,20 +452,45 @@ def q2(accumulate_gradients) -> None:
         )
 
 
-@exercise(3, outside=False)
-def q3(count_correct, dealt) -> None:
+def _setup_q3(seed: int) -> tuple[TensorDataset, nn.Linear]:
     n, n_in, n_classes = 11, 4, 3  # 11 images divide evenly among neither 2 nor 3 ranks
-    g = torch.Generator().manual_seed(6)
+    g = torch.Generator().manual_seed(seed)
     X, y = torch.randn(n, n_in, generator=g), torch.randint(0, n_classes, (n,), generator=g)
-    test_set = TensorDataset(X, y)
-    model = _tiny_linear(n_in, n_classes, seed=7).eval()
+    return TensorDataset(X, y), _tiny_linear(n_in, n_classes, seed=seed + 1).eval()
+
+
+def _trial_q3(count_correct, seed: int) -> list[list]:
+    """What ``count_correct`` returns for each rank of 2 and of 3, on exercise 3's test set and
+    model: it runs where the answer lives (for the class grader, the submission's kernel)."""
+    test_set, model = _setup_q3(seed)
+    return [
+        [count_correct(model, test_set, rank, world_size) for rank in range(world_size)]
+        for world_size in (2, 3)
+    ]
+
+
+@exercise(3)
+def q3(count_correct, dealt) -> None:
+    via = getattr(count_correct, "via", None)  # a function in another process (the grader's)
+    seed = 6 if via is None else int.from_bytes(os.urandom(4), "little")
+    test_set, model = _setup_q3(seed)
+    X, y = test_set.tensors
+    n = len(X)
     with torch.no_grad():
         whole = int((model(X).argmax(dim=1) == y).sum())
-
-    for world_size in (2, 3):
+    trial = _trial_q3(count_correct, seed) if via is None else via(f"{__name__}:_trial_q3", seed)
+    if not (
+        isinstance(trial, list)
+        and all(isinstance(t, list) for t in trial)
+        and [len(t) for t in trial] == [2, 3]
+    ):
+        raise Wrong(
+            "the check could not run `count_correct` for every rank of 2 and of 3.",
+            "检查无法对 2 个和 3 个 rank 的每个 rank 运行 `count_correct`。",
+        )
+    for world_size, answers in zip((2, 3), trial, strict=True):
         parts = []
-        for rank in range(world_size):
-            part = count_correct(model, test_set, rank, world_size)
+        for part in answers:
             if part is None:
                 raise NotDone
             part = torch.as_tensor(part, dtype=torch.float64).flatten()
