@@ -15,9 +15,7 @@ folder and lets ``nbgrader generate_assignment`` make the *release* a teacher ha
   1 point, ``grade_id`` ``exNN_qn``: the learner's ``ex.qn.check(...)`` line, then a
   ``### BEGIN HIDDEN TESTS`` region holding one inert comment that names the check and its
   arguments: the class grader judges it in its own process, on values the submission's
-  kernel hands over as data (tools/teaching/judge.py), never by code run in that kernel
-  (an exercise whose judge needs more than data, ``Exercise.outside`` False, still loads
-  the checks afresh and calls ``.grade(...)`` in the kernel);
+  kernel hands over as data (tools/teaching/judge.py), never by code run in that kernel;
 - the cell importing the checks is locked; in the Chinese assignment it also sets
   ``BLITZ_LANG=zh`` (unless set), so the checks answer in Chinese wherever the release runs.
 
@@ -117,35 +115,14 @@ def _check_call(source: str, alias: str, where: str) -> tuple[str, list[str]]:
 
 
 def hidden_test(module: str, question: str, args: list[str]) -> str:
-    """The grader's test. For an exercise judged outside the kernel (``Exercise.outside``): an
-    inert marker naming the check and its arguments' expressions, judged by the grader in its
-    own process (tools/teaching/judge.py); nothing in the cell runs a test where the
-    submission's code could rewrite it. Otherwise the checks loaded afresh from their files
-    and ``.grade(...)`` called in the kernel (its points: whether the cell raised)."""
-    import importlib
-
+    """The grader's test: an inert marker naming the check and its arguments' expressions. The
+    grader judges it in its own process (tools/teaching/judge.py); nothing in the cell runs a
+    test where the submission's code could rewrite it."""
     from tools.teaching.judge import marker
 
-    if getattr(importlib.import_module(f"utils.exercises.{module}"), question).outside:
-        lines = [marker(module, question, args)]
-    else:
-        checks_dir = ROOT / "utils" / "exercises"
-        init, folder = str(checks_dir / "__init__.py"), str(checks_dir)
-        lines = [
-            "# not yet judged outside this kernel: the checks loaded afresh from their files",
-            "import importlib as _il",
-            "import importlib.util as _iu",
-            "import sys as _sys",
-            "",
-            "for _name in [m for m in _sys.modules if m.split('.')[0] == '_graded']:",
-            "    del _sys.modules[_name]",
-            f"_spec = _iu.spec_from_file_location('_graded', {init!r}, "
-            f"submodule_search_locations=[{folder!r}])",
-            "_sys.modules['_graded'] = _iu.module_from_spec(_spec)",
-            "_spec.loader.exec_module(_sys.modules['_graded'])",
-            f"_il.import_module('_graded.{module}').{question}.grade({', '.join(args)})",
-        ]
-    return "\n".join(["### BEGIN HIDDEN TESTS", *lines, "### END HIDDEN TESTS"])
+    return "\n".join(
+        ["### BEGIN HIDDEN TESTS", marker(module, question, args), "### END HIDDEN TESTS"]
+    )
 
 
 def _without_solution_sentences(text: str, lang: str) -> str:

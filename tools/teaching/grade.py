@@ -13,10 +13,9 @@ with data; the lesson's own judge decides in this process, and its points replac
 nbgrader read from the cells (``record_verdicts``). So a point never depends on what a cell
 printed, wrote to stderr or raised, and code that rewrites ``print``, the import system,
 IPython's input transformers or the checks changes only its own answers. Not guaranteed: an
-answer is judged on the values the kernel sends, however it made them; and the exercises
-whose judges need more than data (``Exercise.outside`` False: 04 q3, 05 q2 and q3) are still
-checked in the kernel, where a submission that tampers with the interpreter can fool them.
-Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
+answer is judged on the values the kernel sends, however it made them (a function's inputs
+are drawn at grading time, so its right outputs take a right function; a hard-coded right
+tensor is as good as a computed one). Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
 ``grades.csv`` (one row per student, one column per exercise, the total, a note) and
 ``feedback/<student>.html``. ``grades.csv`` is the latest grade of every student across runs:
 a run (a late submission, a regrade) adds or updates its students' rows, every other row stays,
@@ -564,8 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Each check is judged in the grader's own process, on values the submission's "
-        "kernel hands over as data; a point never depends on a cell's output. Not yet judged "
-        "so (checked in the kernel): 04 q3, 05 q2 and q3. See TEACHING.md.",
+        "kernel hands over as data (code in a submission cannot change a verdict, only its own "
+        "answers); a point never depends on a cell's output. See TEACHING.md.",
     )
     parser.add_argument("--lesson", required=True, metavar="NN", help="lesson number, e.g. 01")
     parser.add_argument("--submissions", required=True, type=_folder_given, metavar="FOLDER")

@@ -10,7 +10,10 @@ for the grader's course, runs the submission cell by cell in its sandboxed kerne
 of that check's arguments (a request on the kernel's shell channel whose answer is one string:
 base64 of ``torch.save`` bytes, read with ``weights_only=True``). A function comes as a handle:
 calling it sends the judge's inputs (chosen now, by the judge) as data and reads the outputs
-back as data. Anything else is refused and scores 0. The same judge
+back as data; a check that hands the function objects of its own (a model, an optimizer,
+a DDP model) runs that part as a "trial" in the kernel (``RemoteFunction.via`` a helper of
+``utils.exercises``), which reports what the function did as data. Anything else is refused
+and scores 0. The same judge
 (``utils.exercises.<lesson>.qN``) that the learner's ``ex.qN.check(...)`` runs in the notebook
 then decides, here; the cell's outputs are replaced by its verdict, and the points
 (``<student>.verdicts.json``) are written into nbgrader's gradebook by tools/teaching/grade.py.
@@ -226,11 +229,8 @@ class JudgedExecute(SandboxedExecute):
             return cell
         grade_id, points = meta.get("grade_id"), meta.get("points", 0)
         spec = read_marker(cell.source)
-        if spec is None:  # a test still run in the kernel: its points, whether it raised
-            raised = any(o.get("output_type") == "error" for o in cell.outputs)
-            self._verdicts[grade_id] = 0 if raised or self._stopped else points
-            return cell
-        if self._stopped is not None:  # not run, or the kernel is gone: its error stays, 0
+        if spec is None or self._stopped is not None:
+            # no check named (not this grader's course), not run, or the kernel is gone: 0
             self._verdicts[grade_id] = 0
             return cell
         if self._kernel is None:

@@ -46,9 +46,8 @@ is untrusted. The grader (tools/teaching/grade.py, as root) hands nbgrader
 What this does not protect: the submission's kernel is its own, so its code can change
 anything in it (IPython's input transformers, ``print``, import hooks, patching torch); the
 grader therefore judges the checks in its own process on values the kernel hands over as data
-(tools/teaching/judge.py), except the few exercises still checked in the kernel
-(``Exercise.outside`` False), whose score such code can change. It cannot reach the machine,
-the other submissions or the gradebook. The lessons' solutions are
+(tools/teaching/judge.py), where such code cannot reach the verdict. It cannot reach the
+machine, the other submissions or the gradebook either. The lessons' solutions are
 public (a self-learner has them folded), so they are not hidden from the kernel.
 
 Linux only, as root (creating users, namespaces and cgroups needs it), with bubblewrap

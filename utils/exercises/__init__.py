@@ -10,9 +10,10 @@ below the question, then runs the check cell::
 
 and reads one line back: right, not right yet with a hint (what to look at, never the
 answer), or not done yet while the answer is still the placeholder ``...``. A check never
-raises, so "Restart & Run All" always completes. The grader calls :meth:`Exercise.grade`
-instead, which raises ``AssertionError`` with the same hint, so an unanswered or wrong
-exercise scores 0 (tools/teaching/grade.py).
+raises, so "Restart & Run All" always completes. The class grader runs the same judge in its
+own process (:meth:`Exercise.outcome`), on the values the submission's kernel hands over as
+data (tools/teaching/judge.py, ``_wire.py``): an unanswered or wrong exercise scores 0.
+:meth:`Exercise.grade` raises ``AssertionError`` with the hint instead of printing it.
 
 The checks speak the notebook's language: Chinese for a notebook run from a folder named
 ``zh`` (``notebooks/zh``, a Chinese assignment), English otherwise; ``BLITZ_LANG=zh`` or
@@ -111,10 +112,6 @@ class Exercise:
     # Whether the judge reads the learner's global CPU generator as the answer left it (passed
     # as ``global_state=``, read before the check forks and seeds its own).
     global_state: bool = False
-    # Whether the class grader judges it outside the learner's kernel, on values handed over as
-    # data (tools/teaching/judge.py); False: its judge needs objects that are not data yet, and
-    # the grader still runs it in the kernel (and says so).
-    outside: bool = True
 
     def outcome(
         self, *answers: Any, lang: str | None = None, global_state: torch.Tensor | None = None
@@ -158,12 +155,10 @@ class Exercise:
             raise AssertionError(message)
 
 
-def exercise(
-    number: int, global_state: bool = False, outside: bool = True
-) -> Callable[[Callable[..., None]], Exercise]:
+def exercise(number: int, global_state: bool = False) -> Callable[[Callable[..., None]], Exercise]:
     """Decorator: turn a judge function into the lesson's :class:`Exercise` ``number``."""
 
     def wrap(judge: Callable[..., None]) -> Exercise:
-        return Exercise(number, judge, global_state=global_state, outside=outside)
+        return Exercise(number, judge, global_state=global_state)
 
     return wrap
