@@ -293,7 +293,7 @@ def _grade_class(tmp_path: Path, number: str, lang: str, cheats: dict[str, str],
     submitted.mkdir()
     for student, nb in _class_of_cheats(course, lesson.stem, cheats, first).items():
         nbformat.write(nb, submitted / f"{student}.ipynb")
-    csv_path = grade(number, submitted, tmp_path / "out", lang, cell_timeout=120, timeout=600)
+    csv_path = grade(number, submitted, tmp_path / "out", lang, cell_timeout=90, timeout=600)
     with csv_path.open(encoding="utf-8") as f:
         return {row["student"]: row for row in csv.DictReader(f)}, tmp_path / "out"
 
