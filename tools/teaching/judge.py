@@ -239,7 +239,11 @@ class JudgedExecute(SandboxedExecute):
                 min(self.request_timeout, self.timeout),
                 interrupt=self._interrupt,
             )
-        status, message = verdict(self._kernel, spec, self.lang)
+        try:
+            status, message = verdict(self._kernel, spec, self.lang)
+        except Exception as err:  # the grader's own failure: 0 for this check, said, go on
+            status = "unanswered"
+            message = f"✗ the grader could not judge this check ({type(err).__name__}: {err})"
         right = status == "right"
         self._verdicts[grade_id] = points if right else 0
         # the kernel's own output of this cell is the submission's: the verdict replaces it
