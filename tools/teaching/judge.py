@@ -26,7 +26,6 @@ outputs take a right function, wherever it hides.
 
 from __future__ import annotations
 
-import ast
 import base64
 import builtins
 import contextlib
@@ -63,7 +62,10 @@ def marker(module: str, question: str, args: list[str]) -> str:
 def read_marker(source: str) -> dict | None:
     for line in source.splitlines():
         if line.startswith(MARKER):
-            found = json.loads(line[len(MARKER) :])
+            try:
+                found = json.loads(line[len(MARKER) :])
+            except ValueError:
+                return None
             if (
                 isinstance(found, dict)
                 and isinstance(found.get("module"), str)
@@ -119,10 +121,12 @@ class Kernel:
         text = (result.get("data") or {}).get("text/plain")
         if not isinstance(text, str) or len(text) > self.max_reply * 4 // 3 + 16:
             raise Unanswered("a reply that is not one bounded string")
+        # a str's repr: base64 between quotes, nothing else (never parsed as Python)
+        if len(text) < 2 or text[0] != "'" or text[-1] != "'":
+            raise Unanswered("a reply that is not one string")
         try:
-            value = ast.literal_eval(text)
-            return base64.b64decode(value.encode("ascii"), validate=True)
-        except (ValueError, SyntaxError, AttributeError, UnicodeEncodeError, TypeError):
+            return base64.b64decode(text[1:-1].encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError):
             raise Unanswered("a reply that is not base64 text") from None
 
     def export(self, args: list[str], global_state: bool):
@@ -182,6 +186,8 @@ def verdict(kernel: Kernel, spec: dict, lang: str) -> tuple[str, str]:
         values, state = kernel.export(spec["args"], exercise.global_state)
     except (Unanswered, _wire.NotData) as why:
         return "unanswered", _not_an_answer(exercise.number, str(why), lang)
+    if len(values) != len(spec["args"]):
+        return "unanswered", _not_an_answer(exercise.number, "not one value each", lang)
     for name, value in zip(spec["args"], values, strict=True):
         if isinstance(value, _wire.Refused):
             return "unanswered", _not_an_answer(exercise.number, f"`{name}`: {value.what}", lang)
