@@ -93,6 +93,20 @@ class Kernel:
         self.client.load_connection_info(connection_info)
         self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
 
+    def handshake(self) -> None:
+        """Wait until the channel is connected (a kernel_info reply): from then on it stays
+        connected even if the submission removes its socket files."""
+        msg_id = self.client.kernel_info()
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            try:
+                reply = self.client.get_shell_msg(timeout=min(5, self.timeout))
+            except Exception:  # queue.Empty: ask on until the deadline
+                continue
+            if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                return
+        raise Unanswered(f"the kernel did not answer within {self.timeout:g} s")
+
     def close(self) -> None:
         self.client.stop_channels()
         self.context.destroy(linger=0)
@@ -229,6 +243,16 @@ class JudgedExecute(SandboxedExecute):
                 path.write_text(json.dumps(self._verdicts), encoding="utf-8")
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        if self._kernel is None and self._stopped is None:
+            # connected before the submission's first cell: its code may remove the kernel's
+            # socket files (its own folder), which only stops new connections
+            self._kernel = Kernel(
+                self.km.get_connection_info(session=False),
+                min(self.request_timeout, self.timeout),
+                interrupt=self._interrupt,
+            )
+            with contextlib.suppress(Unanswered):  # a kernel that never answers: its checks say so
+                self._kernel.handshake()
         cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         meta = cell.metadata.get("nbgrader") or {}
         if cell.cell_type != "code" or not meta.get("grade"):
@@ -239,12 +263,6 @@ class JudgedExecute(SandboxedExecute):
             # no check named (not this grader's course), not run, or the kernel is gone: 0
             self._verdicts[grade_id] = 0
             return cell
-        if self._kernel is None:
-            self._kernel = Kernel(
-                self.km.get_connection_info(session=False),
-                min(self.request_timeout, self.timeout),
-                interrupt=self._interrupt,
-            )
         try:
             status, message = verdict(self._kernel, spec, self.lang)
         except Exception as err:  # the grader's own failure: 0 for this check, said, go on
