@@ -10,7 +10,11 @@ weights_only=True)`` reads back without running anything: ``None``, ``bool``, ``
   a subclass of ``torch.Tensor`` is no data: refused), ``ndarray``: NumPy's ``.npy`` bytes
   (written and read with ``allow_pickle=False``), ``generator``: its device, state and seed,
   ``device``, ``dtype``;
-- ``function``: a handle the judge calls back with data (:func:`serve_call`);
+- ``function``: a handle the judge calls back with data (:func:`serve_call`), and whether its
+  body is only ``...``; ``module`` (an ``nn.Module``): its class name, plain attributes,
+  parameters, buffers and submodules, and a handle its forward runs through (the judge's copy
+  is :class:`RemoteModule`; only a class of ``torch.nn`` is rebuilt as itself, by name);
+- ``same``: a tensor already sent in the same tree (so that sharing memory shows);
 - ``refused``: anything else, by its type's name: the judge does not see it (0 points).
 
 The kernel's side (:func:`serve_export`, :func:`serve_call`) runs in the submission's own
