@@ -13,9 +13,9 @@ folder and lets ``nbgrader generate_assignment`` make the *release* a teacher ha
   release completes and each check says "not done yet");
 - each check cell (tags ``exercise`` + ``check``) becomes a locked autograded test cell worth
   1 point, ``grade_id`` ``exNN_qn``: the learner's ``ex.qn.check(...)`` line, then a
-  ``### BEGIN HIDDEN TESTS`` region that loads the checks afresh from their files (so a
-  submission that replaced ``ex`` or a check function is graded by the real one) and calls
-  ``.grade(...)``, which raises with the hint when the answer is not right;
+  ``### BEGIN HIDDEN TESTS`` region holding one inert comment that names the check and its
+  arguments: the class grader judges it in its own process, on values the submission's
+  kernel hands over as data (tools/teaching/judge.py), never by code run in that kernel;
 - the cell importing the checks is locked; in the Chinese assignment it also sets
   ``BLITZ_LANG=zh`` (unless set), so the checks answer in Chinese wherever the release runs.
 
@@ -93,8 +93,8 @@ def _checks_module(source: str, where: str) -> tuple[str, str]:
     raise AssertionError(where)
 
 
-def _check_call(source: str, alias: str, where: str) -> tuple[str, str]:
-    """(``qn``, the arguments' source) of the check cell's one line ``<alias>.qn.check(...)``."""
+def _check_call(source: str, alias: str, where: str) -> tuple[str, list[str]]:
+    """(``qn``, each argument's source) of the check cell's one line ``<alias>.qn.check(...)``."""
     try:
         body = ast.parse(source).body
     except SyntaxError:
@@ -109,30 +109,19 @@ def _check_call(source: str, alias: str, where: str) -> tuple[str, str]:
         and call.func.value.value.id == alias
     ):
         raise AssertionError(where)
-    args = ", ".join(ast.get_source_segment(source, a) for a in call.args)
-    return call.func.value.attr, args
+    if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+        raise AssertionError(where)
+    return call.func.value.attr, [ast.get_source_segment(source, a) for a in call.args]
 
 
-def hidden_test(module: str, question: str, args: str, checks_dir: Path) -> str:
-    """The grader's test: the checks loaded afresh from ``checks_dir`` under a private name."""
-    init, folder = str(checks_dir / "__init__.py"), str(checks_dir)
+def hidden_test(module: str, question: str, args: list[str]) -> str:
+    """The grader's test: an inert marker naming the check and its arguments' expressions. The
+    grader judges it in its own process (tools/teaching/judge.py); nothing in the cell runs a
+    test where the submission's code could rewrite it."""
+    from tools.teaching.judge import marker
+
     return "\n".join(
-        [
-            "### BEGIN HIDDEN TESTS",
-            "# the checks loaded afresh from their files: a submission's own `ex` does not count",
-            "import importlib as _il",
-            "import importlib.util as _iu",
-            "import sys as _sys",
-            "",
-            "for _name in [m for m in _sys.modules if m.split('.')[0] == '_graded']:",
-            "    del _sys.modules[_name]",
-            f"_spec = _iu.spec_from_file_location('_graded', {init!r}, "
-            f"submodule_search_locations=[{folder!r}])",
-            "_sys.modules['_graded'] = _iu.module_from_spec(_spec)",
-            "_spec.loader.exec_module(_sys.modules['_graded'])",
-            f"_il.import_module('_graded.{module}').{question}.grade({args})",
-            "### END HIDDEN TESTS",
-        ]
+        ["### BEGIN HIDDEN TESTS", marker(module, question, args), "### END HIDDEN TESTS"]
     )
 
 
@@ -149,11 +138,10 @@ def _without_solution_sentences(text: str, lang: str) -> str:
     return "\n\n".join(paragraphs)
 
 
-def source_notebook(lesson: Path, lang: str, checks_dir: Path | None = None):
+def source_notebook(lesson: Path, lang: str):
     """The nbgrader source notebook of ``lesson`` (module docstring)."""
     nb = nbformat.read(lesson, as_version=4)
     number = lesson_number(lesson)
-    checks_dir = checks_dir or ROOT / "utils" / "exercises"
     where = f"{lesson}: "
     if not any({"exercise", "check"} <= _tags(c) for c in nb.cells):
         raise NoChecks(f"{where}no check cells (tags exercise + check): nothing to grade")
@@ -197,7 +185,7 @@ def source_notebook(lesson: Path, lang: str, checks_dir: Path | None = None):
                 alias,
                 f"{where}check cell {cell.get('id')} is not `{alias}.qN.check(...)`",
             )
-            test = hidden_test(module, question, args, checks_dir)
+            test = hidden_test(module, question, args)
             cell.source = f"{cell.source.rstrip()}\n{test}"
             cell.metadata["nbgrader"] = _nbgrader("test", f"ex{number}_q{n}", points=1)
             checks.add(n)
@@ -354,9 +342,7 @@ def _config(course: Path, text: str, record) -> str | None:
     return aside
 
 
-def write_course(
-    course: Path, lang: str, lessons: list[Path], grading: str = "", checks_dir: Path | None = None
-) -> list[str]:
+def write_course(course: Path, lang: str, lessons: list[Path], grading: str = "") -> list[str]:
     """Write ``course``'s config and each lesson's source notebook, then run nbgrader's
     generate_assignment for each; the assignment names (the lessons' file stems).
 
@@ -373,7 +359,7 @@ def write_course(
     if linked := [name for name in names if within(course, name) is None]:
         raise AssignmentError(f"{course / linked[0]} is reached through a link: nothing written")
     record = _read_record(course)
-    notebooks = [(lesson, source_notebook(lesson, lang, checks_dir)) for lesson in lessons]
+    notebooks = [(lesson, source_notebook(lesson, lang)) for lesson in lessons]
     stale, kept = _plan(course, [lesson.stem for lesson in lessons], record)
     record = dict(record or {})
     for path in kept:

@@ -6,7 +6,16 @@ One ``.ipynb`` per student, named by the student's id (``alice.ipynb``: letters,
 (tools/teaching/assignments.py: the same source the release came from), then for each
 submission runs ``nbgrader autograde`` (its kernel isolated and bounded:
 tools/teaching/sandbox.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
-(tools/teaching/export.py). Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
+(tools/teaching/export.py). The verdicts are computed here, not in the student's kernel
+(tools/teaching/judge.py): after each check cell, the kernel hands over the values the check
+names as data (never a pickle this process unpickles) and the student's functions are called
+with data; the lesson's own judge decides in this process, and its points replace whatever
+nbgrader read from the cells (``record_verdicts``). So a point never depends on what a cell
+printed, wrote to stderr or raised, and code that rewrites ``print``, the import system,
+IPython's input transformers or the checks changes only its own answers. Not guaranteed: an
+answer is judged on the values the kernel sends, however it made them (a function's inputs
+are drawn at grading time, so its right outputs take a right function; a hard-coded right
+tensor is as good as a computed one). Out, in ``--out`` (default ``build/grades/NN_x[-zh]``):
 ``grades.csv`` (one row per student, one column per exercise, the total, a note) and
 ``feedback/<student>.html``. ``grades.csv`` is the latest grade of every student across runs:
 a run (a late submission, a regrade) adds or updates its students' rows, every other row stays,
@@ -69,16 +78,18 @@ SOLUTION_ID = "_lesson_solutions"  # no student id: they start with a letter or 
 GRACE_S = 120  # beyond the submission's limit before nbgrader itself is stopped
 
 
-# nbgrader's autograde steps, with StderrIsOutput before the points are read (SaveAutoGrades)
+# nbgrader's autograde steps: JudgedExecute runs the submission and judges each check outside
+# its kernel (tools/teaching/judge.py); the points nbgrader saves are then replaced by the
+# judge's own (record_verdicts). StderrIsOutput keeps stderr in the feedback as plain output.
 AUTOGRADE_STEPS = """from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 from tools.teaching.grade import StderrIsOutput
-from tools.teaching.sandbox import SandboxedExecute
+from tools.teaching.judge import JudgedExecute
 
 c.Autograde.autograde_preprocessors = [
-    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsOutput,
+    JudgedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 """
@@ -265,11 +276,10 @@ def grade(
     timeout: int = 900,
     max_bytes: int = 20 * 2**20,
     notebooks: Path = ROOT / "notebooks",
-    checks_dir: Path | None = None,
     memory_bytes: int = 16 * 2**30,
 ) -> Path:
-    """Grade ``submissions`` against lesson ``number_`` of ``notebooks`` (its checks in
-    ``checks_dir``, default the project's); the path of grades.csv."""
+    """Grade ``submissions`` against lesson ``number_`` of ``notebooks``; the path of
+    grades.csv."""
     lesson = lesson_for(number_, lang, notebooks)
     name = lesson.stem
     if not submissions.is_dir():
@@ -305,6 +315,9 @@ def grade(
 c.SandboxedExecute.timeout = {cell_timeout}
 c.SandboxedExecute.submission_timeout = {timeout}
 c.SandboxedExecute.report_dir = {str(reports)!r}
+c.JudgedExecute.verdicts_dir = {str(reports)!r}
+c.JudgedExecute.lang = {lang!r}
+c.JudgedExecute.request_timeout = {cell_timeout}
 c.SandboxKernelManager.work_root = {str(boxes)!r}
 c.SandboxKernelManager.ledger = {str(ledger)!r}
 c.SandboxKernelManager.hidden_paths = {hidden!r}
@@ -325,7 +338,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
         logs.mkdir()
         said = (record / "grade.log").open("a", encoding="utf-8")
         log.say = say
-        write_course(course, lang, [lesson], grading, checks_dir)
+        write_course(course, lang, [lesson], grading)
         say(f"run {record.name}: lesson {number_} ({lang}), submissions from {submissions}")
         graded = []
         files = sorted(submissions.iterdir())
@@ -366,6 +379,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
         def autograde(student: str) -> str | None:
             note = _autograde(course, name, student, timeout + GRACE_S, logs, memory_bytes)
             _sweep(ledger, log)
+            record_verdicts(course, name, student, reports / f"{student}.verdicts.json")
             report = reports / f"{student}.txt"
             if note is None and report.exists():
                 note = report.read_text(encoding="utf-8")
@@ -435,6 +449,29 @@ c.SandboxKernelManager.memory = {memory_bytes}
             said.close()
         _sweep(ledger, log)
         remove(within(work_root, run.name))
+
+
+def record_verdicts(course: Path, name: str, student: str, verdicts: Path) -> None:
+    """The judge's points (``verdicts``: {grade_id: points}, written by
+    tools/teaching/judge.py) in place of whatever nbgrader saved for ``student``: a check
+    without a verdict (not run, the kernel gone) scores 0."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    try:
+        points = json.loads(verdicts.read_text(encoding="utf-8")) if verdicts.exists() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        points = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        try:
+            graded = gradebook.find_submission_notebook(name, name, student)
+        except MissingEntry:
+            return  # nbgrader saved nothing: the export gives 0 points
+        for grade_ in graded.grades:
+            given = points.get(grade_.name, 0) if isinstance(points, dict) else 0
+            most = grade_.max_score or 0
+            ok = isinstance(given, (int, float)) and not isinstance(given, bool)
+            grade_.auto_score = float(min(max(given, 0), most)) if ok else 0.0
+        gradebook.db.commit()
 
 
 def solutions_lost(course: Path, name: str, note: str | None) -> str:
@@ -523,7 +560,12 @@ def _folder_given(text: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Each check is judged in the grader's own process, on values the submission's "
+        "kernel hands over as data (code in a submission cannot change a verdict, only its own "
+        "answers); a point never depends on a cell's output. See TEACHING.md.",
+    )
     parser.add_argument("--lesson", required=True, metavar="NN", help="lesson number, e.g. 01")
     parser.add_argument("--submissions", required=True, type=_folder_given, metavar="FOLDER")
     parser.add_argument("--lang", choices=("en", "zh"), default="en")

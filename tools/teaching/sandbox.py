@@ -43,10 +43,11 @@ is untrusted. The grader (tools/teaching/grade.py, as root) hands nbgrader
   named in the log. A ledger file lists each user before it exists, so the grader removes
   what a crashed run left.
 
-What this does not protect: the hidden tests run in the submission's own kernel (that is how
-nbgrader grades), so a submission that deliberately tampers with the interpreter (IPython's
-input transformers, ``print``, import hooks, patching torch) can change its score, though it
-cannot reach the machine, the other submissions or the gradebook. The lessons' solutions are
+What this does not protect: the submission's kernel is its own, so its code can change
+anything in it (IPython's input transformers, ``print``, import hooks, patching torch); the
+grader therefore judges the checks in its own process on values the kernel hands over as data
+(tools/teaching/judge.py), where such code cannot reach the verdict. It cannot reach the
+machine, the other submissions or the gradebook either. The lessons' solutions are
 public (a self-learner has them folded), so they are not hidden from the kernel.
 
 Linux only, as root (creating users, namespaces and cgroups needs it), with bubblewrap

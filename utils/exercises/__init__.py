@@ -10,9 +10,10 @@ below the question, then runs the check cell::
 
 and reads one line back: right, not right yet with a hint (what to look at, never the
 answer), or not done yet while the answer is still the placeholder ``...``. A check never
-raises, so "Restart & Run All" always completes. The grader calls :meth:`Exercise.grade`
-instead, which raises ``AssertionError`` with the same hint, so an unanswered or wrong
-exercise scores 0 (tools/teaching/grade.py).
+raises, so "Restart & Run All" always completes. The class grader runs the same judge in its
+own process (:meth:`Exercise.outcome`), on the values the submission's kernel hands over as
+data (tools/teaching/judge.py, ``_wire.py``): an unanswered or wrong exercise scores 0.
+:meth:`Exercise.grade` raises ``AssertionError`` with the hint instead of printing it.
 
 The checks speak the notebook's language: Chinese for a notebook run from a folder named
 ``zh`` (``notebooks/zh``, a Chinese assignment), English otherwise; ``BLITZ_LANG=zh`` or
@@ -112,14 +113,20 @@ class Exercise:
     # as ``global_state=``, read before the check forks and seeds its own).
     global_state: bool = False
 
-    def outcome(self, *answers: Any, lang: str | None = None) -> tuple[str, str]:
-        """``(status, message)`` with status ``right``, ``wrong``, ``todo`` or ``raised``."""
+    def outcome(
+        self, *answers: Any, lang: str | None = None, global_state: torch.Tensor | None = None
+    ) -> tuple[str, str]:
+        """``(status, message)`` with status ``right``, ``wrong``, ``todo`` or ``raised``.
+        ``global_state``: the learner's global CPU generator state, where the answers come from
+        another process (the class grader); by default this process's."""
         lang = lang or language()
         n = self.number
         try:
             if any(_is_placeholder(a) for a in answers):
                 raise NotDone
-            extra = {"global_state": torch.get_rng_state()} if self.global_state else {}
+            if global_state is None and self.global_state:
+                global_state = torch.get_rng_state()
+            extra = {"global_state": global_state} if self.global_state else {}
             # A judge builds layers and loaders, which draw from PyTorch's global generator: it
             # runs on forked generators, seeded, so a check gives the same verdict on every run
             # and leaves the learner's later random numbers (and stored outputs) alone.

@@ -266,74 +266,133 @@ def _computes_as_lenet(
     )
 
 
-def _optimizer(adamw) -> None:
+def _describe_optimizer(adamw) -> dict:
+    """What ``adamw(params)`` builds, as data: it runs where the answer lives (for the class
+    grader, the submission's kernel), the judge reads the description."""
     net = nn.Linear(3, 2)
     optimizer = adamw(net.parameters())
     if optimizer is None:
-        raise NotDone
-    if not isinstance(optimizer, torch.optim.Optimizer):
+        return {"none": True}
+    is_optimizer = isinstance(optimizer, torch.optim.Optimizer)
+    given = {id(p) for p in net.parameters()}
+    held = {id(p) for g in optimizer.param_groups for p in g["params"]} if is_optimizer else set()
+    lr = optimizer.param_groups[0]["lr"] if is_optimizer and optimizer.param_groups else None
+    return {
+        "none": False,
+        "class": type(optimizer).__name__,
+        "optimizer": is_optimizer,
+        "adam": isinstance(optimizer, torch.optim.Adam),
+        "decoupled": is_optimizer and bool(optimizer.defaults.get("decoupled_weight_decay", False)),
+        "same_params": held == given,
+        "lr": float(lr) if isinstance(lr, (int, float, torch.Tensor)) else None,
+    }
+
+
+def _described(function, helper: str, *args) -> dict:
+    """``helper(function, *args)`` here, or where ``function`` lives (the grader's kernel)."""
+    via = getattr(function, "via", None)
+    found = (
+        globals()[helper](function, *args) if via is None else via(f"{__name__}:{helper}", *args)
+    )
+    if not isinstance(found, dict) or not isinstance(found.get("none"), bool):
         raise Wrong(
-            f"`adamw(params)` should return an optimizer; it returned a "
-            f"{type(optimizer).__name__}.",
-            f"`adamw(params)` 应返回一个优化器；现在返回的是 {type(optimizer).__name__}。",
+            "the check could not read what your function built.",
+            "检查无法读取你的函数构造的对象。",
         )
-    decoupled = optimizer.defaults.get("decoupled_weight_decay", False)
-    if not isinstance(optimizer, torch.optim.Adam) or not decoupled:
+    return found
+
+
+def _optimizer(adamw) -> None:
+    optimizer = _described(adamw, "_describe_optimizer")
+    if optimizer["none"]:
+        raise NotDone
+    name = str(optimizer.get("class"))
+    if optimizer.get("optimizer") is not True:
         raise Wrong(
-            f"`adamw(params)` builds {type(optimizer).__name__}, not AdamW: AdamW differs "
+            f"`adamw(params)` should return an optimizer; it returned a {name}.",
+            f"`adamw(params)` 应返回一个优化器；现在返回的是 {name}。",
+        )
+    if optimizer.get("adam") is not True or optimizer.get("decoupled") is not True:
+        raise Wrong(
+            f"`adamw(params)` builds {name}, not AdamW: AdamW differs "
             "from Adam in how it applies weight decay (decoupled from the gradient).",
-            f"`adamw(params)` 构造的是 {type(optimizer).__name__}，不是 AdamW："
+            f"`adamw(params)` 构造的是 {name}，不是 AdamW："
             "AdamW 与 Adam 的区别在于施加权重衰减的方式（与梯度解耦）。",
         )
-    given = {id(p) for p in net.parameters()}
-    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    if held != given:
+    if optimizer.get("same_params") is not True:
         raise Wrong(
             "the optimizer does not hold the parameters passed in as `params`: build it on "
             "those, not on another network's.",
             "这个优化器没有持有作为 `params` 传进来的参数：请用这些参数构造它，"
             "不要用别的网络的参数。",
         )
-    lr = optimizer.param_groups[0]["lr"]
-    if not _close(lr, 1e-3):
+    lr = optimizer.get("lr")
+    if not isinstance(lr, float) or not _close(lr, 1e-3):
         raise Wrong(
             f"its learning rate is {lr:g}; read again which one the question asks for.",
             f"它的学习率是 {lr:g}；请再读一遍题目要求的学习率。",
         )
 
 
-def _schedule(one_cycle_to_003) -> None:
-    steps = 20
+def _describe_schedule(one_cycle_to_003, steps: int) -> dict:
+    """What ``one_cycle_to_003(optimizer, steps)`` builds and the learning rates it sets over
+    ``steps`` steps, as data (see :func:`_describe_optimizer`)."""
     optimizer = torch.optim.SGD(nn.Linear(3, 2).parameters(), lr=0.01, momentum=0.9)
     scheduler = one_cycle_to_003(optimizer, steps)
     if scheduler is None:
+        return {"none": True}
+    found = {
+        "none": False,
+        "class": type(scheduler).__name__,
+        "scheduler": isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler),
+        "cycle": isinstance(scheduler, torch.optim.lr_scheduler.OneCycleLR),
+    }
+    if not found["scheduler"]:
+        return found
+    found["same_optimizer"] = scheduler.optimizer is optimizer
+    found["total_steps"] = int(scheduler.total_steps) if found["cycle"] else None
+    lrs = []
+    for _ in range(steps):  # as train_briefly does: one scheduler step per optimizer step
+        lrs.append(float(optimizer.param_groups[0]["lr"]))
+        optimizer.step()
+        scheduler.step()
+    found["lrs"] = lrs
+    found["max_lr"] = float(optimizer.param_groups[0].get("max_lr", 0.0))
+    return found
+
+
+def _schedule(one_cycle_to_003) -> None:
+    steps = 20
+    scheduler = _described(one_cycle_to_003, "_describe_schedule", steps)
+    if scheduler["none"]:
         raise NotDone
-    if not isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler):
+    name = str(scheduler.get("class"))
+    if scheduler.get("scheduler") is not True:
         raise Wrong(
             f"`one_cycle_to_003(optimizer, steps)` should return a learning-rate scheduler; "
-            f"it returned a {type(scheduler).__name__}.",
-            f"`one_cycle_to_003(optimizer, steps)` 应返回一个学习率调度器；"
-            f"现在返回的是 {type(scheduler).__name__}。",
+            f"it returned a {name}.",
+            f"`one_cycle_to_003(optimizer, steps)` 应返回一个学习率调度器；现在返回的是 {name}。",
         )
-    if scheduler.optimizer is not optimizer:
+    if scheduler.get("same_optimizer") is not True:
         raise Wrong(
             "the schedule drives another optimizer than the one passed in: build it on "
             "`optimizer`.",
             "这个调度器驱动的不是传进来的那个优化器：请在 `optimizer` 上构造它。",
         )
-    cycle = isinstance(scheduler, torch.optim.lr_scheduler.OneCycleLR)
-    if cycle and scheduler.total_steps != steps:
+    cycle = scheduler.get("cycle") is True
+    if cycle and scheduler.get("total_steps") != steps:
         raise Wrong(
-            f"the schedule lasts {scheduler.total_steps} steps, not `steps` ({steps}): give "
+            f"the schedule lasts {scheduler.get('total_steps')} steps, not `steps` ({steps}): give "
             "OneCycleLR total_steps=steps, so that it ends when training does.",
-            f"这个调度持续 {scheduler.total_steps} 步，而不是 `steps`（{steps}）步。"
+            f"这个调度持续 {scheduler.get('total_steps')} 步，而不是 `steps`（{steps}）步。"
             "给 OneCycleLR 传入 total_steps=steps，让它与训练同时结束。",
         )
-    lrs = []
-    for _ in range(steps):  # as train_briefly does: one scheduler step per optimizer step
-        lrs.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        scheduler.step()
+    lrs = scheduler.get("lrs")
+    if not (isinstance(lrs, list) and len(lrs) == steps and all(isinstance(v, float) for v in lrs)):
+        raise Wrong(
+            "the check could not read the learning rates your schedule sets.",
+            "检查无法读取你的调度器设置的学习率。",
+        )
     peak, at = max(lrs), lrs.index(max(lrs))
     if at == steps - 1 and lrs[0] < peak:
         raise Wrong(
@@ -349,7 +408,12 @@ def _schedule(one_cycle_to_003) -> None:
         )
     # OneCycleLR says its peak, max_lr; the 20 steps sampled here can fall beside it (with
     # pct_start=0.33 the highest sampled rate is 0.0299).
-    peak = optimizer.param_groups[0]["max_lr"] if cycle else peak
+    peak = scheduler.get("max_lr") if cycle else peak
+    if not isinstance(peak, float):
+        raise Wrong(
+            "the check could not read your schedule's peak.",
+            "检查无法读取你的调度的峰值。",
+        )
     if not math.isclose(peak, 0.03, rel_tol=1e-3):
         raise Wrong(
             f"the learning rate peaks at {peak:.3g}; read again which peak the question asks for.",

@@ -6,9 +6,11 @@ never reads the learner's globals.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import numbers
+import os
 
 import torch
 import torch.distributed as dist
@@ -91,26 +93,123 @@ class _Moves(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-@exercise(1)
-def q1(train_epoch, device=None) -> None:
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    g = torch.Generator().manual_seed(1)
+class _CudaStandIn(TorchFunctionMode):
+    """While active, moving a tensor to a CUDA device (``.to("cuda")``, ``.cuda()``) leaves it
+    where it is: on a machine without a GPU, an answer that moves its batches only where
+    ``device`` is not the CPU (``if device.type != "cpu": ...``) is run with ``device`` saying
+    ``cuda`` and shows its moves."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.to:
+            device, dtype, *_ = torch._C._nn._parse_to(*args[1:], **kwargs)
+            if device is not None and device.type == "cuda":
+                return args[0] if dtype is None else args[0].to(dtype=dtype)
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _device_standing_in_for_a_gpu(function, device: torch.device):
+    """Where there is no GPU and ``function`` reads a global ``device`` that is the CPU: that
+    global says ``cuda:0`` for the block (and moves there stay on the CPU); else nothing."""
+    names = getattr(function, "__globals__", None)
+    given = names.get("device") if isinstance(names, dict) else None
+    if (
+        device.type != "cpu"
+        or torch.cuda.is_available()
+        or not isinstance(given, torch.device)
+        or given.type != "cpu"
+    ):
+        yield
+        return
+    names["device"] = torch.device("cuda", 0)
+    try:
+        with _CudaStandIn():
+            yield
+    finally:
+        names["device"] = given
+
+
+def _setup_q1(seeds: tuple[int, int]) -> tuple[DataLoader, nn.Linear]:
+    """Exercise 1's batches and starting model, from ``seeds``."""
+    g = torch.Generator().manual_seed(seeds[0])
     # A real DataLoader, as in the lesson (an answer may read its .dataset or .batch_size); no
     # shuffling, so every pass gives the same 5 batches.
-    batches = DataLoader(torch.randn(40, 5, generator=g), batch_size=8)
-    start = _tiny_linear(5, 2, seed=2)
-    reference = copy.deepcopy(start)
-    losses = _plain_epoch(reference, batches, lr=0.5)
+    return DataLoader(torch.randn(40, 5, generator=g), batch_size=8), _tiny_linear(5, 2, seeds[1])
 
+
+def _trial_q1(train_epoch, device: torch.device, seeds: tuple[int, int]) -> dict:
+    """What ``train_epoch`` does on exercise 1's setup, as data: it runs where the answer lives
+    (for the class grader, the submission's kernel), the judge reads the result."""
+    batches, start = _setup_q1(seeds)
     model = copy.deepcopy(start).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     moves = _Moves(batch_shape=(batches.batch_size, 5))
-    with moves:
+    with _device_standing_in_for_a_gpu(train_epoch, device), moves:
         result = train_epoch(model, batches, nn.CrossEntropyLoss(), optimizer)
-    if result is None and _same_parameters(model, start):
+    trial = {
+        "result": result,
+        "after": [p.detach().cpu() for p in model.parameters()],
+        "moves": moves.count,
+        "through": None,
+    }
+    # Where CUDA is available, DataParallel puts the module on a GPU whatever `device` says; a
+    # function written for a CPU model there would be judged on data it never asked for. So the
+    # wrapper is checked on a CUDA device, or where there is none (forward calls the module).
+    if device.type == "cuda":
+        wrapped = nn.DataParallel(copy.deepcopy(start).to(device), device_ids=[device])
+    elif torch.cuda.is_available():
+        return trial
+    else:
+        wrapped = nn.DataParallel(copy.deepcopy(start).to(device))
+    through = []  # one entry per call of the wrapper itself, not of its .module
+    wrapped.register_forward_pre_hook(lambda module, args: through.append(1))
+    train_epoch(wrapped, batches, nn.CrossEntropyLoss(), torch.optim.SGD(wrapped.parameters(), 0.5))
+    trial["through"] = len(through)
+    trial["wrapped_after"] = [p.detach().cpu() for p in wrapped.module.parameters()]
+    return trial
+
+
+def _same_values(got, module: nn.Module) -> bool:
+    """Whether ``got`` (tensors, as a trial reports them) are ``module``'s parameters."""
+    theirs = list(module.parameters())
+    return (
+        isinstance(got, list)
+        and len(got) == len(theirs)
+        and all(
+            isinstance(p, torch.Tensor)
+            and p.shape == q.shape
+            and torch.allclose(p.detach().double(), q.detach().cpu().double(), atol=1e-5)
+            for p, q in zip(got, theirs, strict=True)
+        )
+    )
+
+
+@exercise(1)
+def q1(train_epoch, device=None) -> None:
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    via = getattr(train_epoch, "via", None)  # a function in another process (the grader's)
+    # seeds drawn now where the answer runs elsewhere: its results cannot be known in advance
+    seeds = (1, 2) if via is None else tuple(int.from_bytes(os.urandom(4), "little") for _ in "ab")
+    if via is not None:
+        trial = via(f"{__name__}:_trial_q1", device, seeds)
+    else:
+        trial = _trial_q1(train_epoch, device, seeds)
+    if not isinstance(trial, dict) or not {"result", "after", "moves", "through"} <= set(trial):
+        raise Wrong(
+            "the check could not run `train_epoch` on its own model and batches.",
+            "检查无法用它自己的模型和批量运行 `train_epoch`。",
+        )
+    batches, start = _setup_q1(seeds)
+    reference = copy.deepcopy(start)
+    losses = _plain_epoch(reference, batches, lr=0.5)
+    result, model = trial["result"], trial["after"]
+    if result is None and _same_values(model, start):
         raise NotDone  # the placeholder: nothing trained, nothing returned
-    if not _same_parameters(model, reference):
-        if _same_parameters(model, start):
+    if not _same_values(model, reference):
+        if _same_values(model, start):
             raise Wrong(
                 "the parameters did not change: what makes the optimizer update them after "
                 "`backward()`?",
@@ -118,7 +217,7 @@ def q1(train_epoch, device=None) -> None:
             )
         stale = copy.deepcopy(start)
         _plain_epoch(stale, batches, lr=0.5, zero_grad=False)
-        if _same_parameters(model, stale):
+        if _same_values(model, stale):
             raise Wrong(
                 "each step used the gradients of all earlier batches too: `backward()` adds "
                 "to `.grad`. What clears them before each batch?",
@@ -155,38 +254,30 @@ def q1(train_epoch, device=None) -> None:
             f"它返回了 {value:.4g}，这不是各批量损失的平均值。",
         )
 
-    if moves.count < len(batches):
+    moves = trial["moves"]
+    if not isinstance(moves, int) or moves < len(batches):
         raise Wrong(
-            f"{moves.count} of the {len(batches)} batches were moved with `.to(...)`: the "
+            f"{moves} of the {len(batches)} batches were moved with `.to(...)`: the "
             "question asks to move each batch to `device`. Here the model is on the CPU and "
             "it works; on a GPU the model is there and a batch left on the CPU fails.",
-            f"{len(batches)} 个批量中只有 {moves.count} 个用 `.to(...)` 移动过。题目要求把每个"
+            f"{len(batches)} 个批量中只有 {moves} 个用 `.to(...)` 移动过。题目要求把每个"
             "批量移到 `device` 上。这里模型在 CPU 上，所以能运行；在 GPU 上模型在 GPU 里，"
             "留在 CPU 上的批量会出错。",
         )
 
-    # Where CUDA is available, DataParallel puts the module on a GPU whatever `device` says; a
-    # function written for a CPU model there would be judged on data it never asked for. So the
-    # wrapper is checked on a CUDA device, or where there is none (forward calls the module).
-    if device.type == "cuda":
-        wrapped = nn.DataParallel(copy.deepcopy(start).to(device), device_ids=[device])
-    elif torch.cuda.is_available():
+    through = trial["through"]
+    if through is None:  # a CPU model on a machine with CUDA: the wrapper part is left out
         return
-    else:
-        wrapped = nn.DataParallel(copy.deepcopy(start).to(device))
-    through = []  # one entry per call of the wrapper itself, not of its .module
-    wrapped.register_forward_pre_hook(lambda module, args: through.append(1))
-    train_epoch(wrapped, batches, nn.CrossEntropyLoss(), torch.optim.SGD(wrapped.parameters(), 0.5))
-    if len(through) < len(batches):
+    if not isinstance(through, int) or through < len(batches):
         raise Wrong(
-            f"a model wrapped in `nn.DataParallel` was called {len(through)} time(s) for "
+            f"a model wrapped in `nn.DataParallel` was called {through} time(s) for "
             f"{len(batches)} batches: calling its `.module` skips the wrapper, so on several "
             "GPUs one would do all the work. Call `model(X)` whatever the model is.",
-            f"{len(batches)} 个批量，用 `nn.DataParallel` 包装的模型只被调用了 {len(through)} 次。"
+            f"{len(batches)} 个批量，用 `nn.DataParallel` 包装的模型只被调用了 {through} 次。"
             "调用它的 `.module` 会绕过包装，多个 GPU 时只有一个在工作。不论是什么模型，都调用 "
             "`model(X)`。",
         )
-    if not _same_parameters(wrapped.module, reference):
+    if not _same_values(trial.get("wrapped_after"), reference):
         raise Wrong(
             "a model wrapped in `nn.DataParallel` ends with other parameters than the plain "
             "one: the step must be the same for both (call `model(X)`, not its `.module`).",
@@ -222,16 +313,19 @@ class _Watched:
         ddp.no_sync = no_sync  # this object only: counts the learner's `with model.no_sync():`
 
 
-@exercise(2)
-def q2(accumulate_gradients) -> None:
-    micro_batches = 3
-    g = torch.Generator().manual_seed(3)
+def _setup_q2(seeds: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor, nn.Sequential]:
+    g = torch.Generator().manual_seed(seeds[0])
     X, y = torch.randn(12, 6, generator=g), torch.randint(0, 3, (12,), generator=g)
-    start = nn.Sequential(_tiny_linear(6, 8, seed=4), nn.ReLU(), _tiny_linear(8, 3, seed=5))
-    reference = copy.deepcopy(start)
-    nn.functional.cross_entropy(reference(X), y).backward()  # the whole batch at once
-    wanted = [p.grad for p in reference.parameters()]
+    start = nn.Sequential(
+        _tiny_linear(6, 8, seed=seeds[1]), nn.ReLU(), _tiny_linear(8, 3, seed=seeds[2])
+    )
+    return X, y, start
 
+
+def _trial_q2(accumulate_gradients, seeds: tuple[int, int, int], micro_batches: int) -> dict:
+    """What ``accumulate_gradients`` does to a DDP model of exercise 2's setup, as data: it
+    runs where the answer lives (for the class grader, the submission's kernel)."""
+    X, y, start = _setup_q2(seeds)
     own_group = not dist.is_initialized()
     if own_group:  # one process is enough to run DDP's real code
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -242,11 +336,59 @@ def q2(accumulate_gradients) -> None:
     finally:
         if own_group:
             dist.destroy_process_group()
+    return {
+        "forward_synced": list(watched.forward_synced),
+        "allreduce_after": list(watched.allreduce_after),
+        "no_sync_entered": watched.no_sync_entered,
+        "grads": [p.grad for p in ddp.module.parameters()],
+    }
 
-    forwards = len(watched.forward_synced)
+
+def _bools(values) -> list[bool]:
+    if not (isinstance(values, list) and all(isinstance(v, bool) for v in values)):
+        raise Wrong(
+            "the check could not watch `accumulate_gradients` at work.",
+            "检查无法观察 `accumulate_gradients` 的运行。",
+        )
+    return values
+
+
+@exercise(2)
+def q2(accumulate_gradients) -> None:
+    micro_batches = 3
+    via = getattr(accumulate_gradients, "via", None)  # a function in another process
+    seeds = (
+        (3, 4, 5) if via is None else tuple(int.from_bytes(os.urandom(4), "little") for _ in "abc")
+    )
+    X, y, start = _setup_q2(seeds)
+    reference = copy.deepcopy(start)
+    nn.functional.cross_entropy(reference(X), y).backward()  # the whole batch at once
+    wanted = [p.grad for p in reference.parameters()]
+    if via is None:
+        trial = _trial_q2(accumulate_gradients, seeds, micro_batches)
+    else:
+        trial = via(f"{__name__}:_trial_q2", seeds, micro_batches)
+    if not isinstance(trial, dict):
+        _bools(None)
+    forward_synced = _bools(trial.get("forward_synced"))
+    allreduce_after = trial.get("allreduce_after")
+    no_sync_entered = trial.get("no_sync_entered")
+    grads = trial.get("grads")
+    if not (
+        isinstance(allreduce_after, list)
+        and all(isinstance(v, int) for v in allreduce_after)
+        and isinstance(no_sync_entered, int)
+        and isinstance(grads, list)
+        and len(grads) == len(wanted)
+        and all(
+            g is None or (isinstance(g, torch.Tensor) and g.shape == w.shape)
+            for g, w in zip(grads, wanted, strict=True)
+        )
+    ):
+        _bools(None)
+    forwards = len(forward_synced)
     if forwards == 0:
         raise NotDone
-    grads = [p.grad for p in ddp.module.parameters()]
     if forwards != micro_batches or any(grad is None for grad in grads):
         raise Wrong(
             f"for {micro_batches} micro-batches the model ran {forwards} forward(s): one "
@@ -285,7 +427,7 @@ def q2(accumulate_gradients) -> None:
             "累积得到的梯度不是整批平均损失的梯度：把 X 和 y 按顺序切成大小相同的微批量，"
             "并缩放每个损失。",
         )
-    synced = sorted(set(watched.allreduce_after))
+    synced = sorted(set(allreduce_after))
     if not synced:
         raise Wrong(
             "nothing was all-reduced, so with several processes each would keep its own "
@@ -294,7 +436,7 @@ def q2(accumulate_gradients) -> None:
             "`no_sync()` 之外运行？",
         )
     if synced != [micro_batches]:
-        if watched.no_sync_entered and not any(not s for s in watched.forward_synced):
+        if no_sync_entered and not any(not s for s in forward_synced):
             raise Wrong(
                 "you used `no_sync()`, but every micro-batch still all-reduced: DDP decides "
                 "during the forward whether the next backward all-reduces. What must run "
@@ -310,20 +452,45 @@ def q2(accumulate_gradients) -> None:
         )
 
 
+def _setup_q3(seed: int) -> tuple[TensorDataset, nn.Linear]:
+    n, n_in, n_classes = 11, 4, 3  # 11 images divide evenly among neither 2 nor 3 ranks
+    g = torch.Generator().manual_seed(seed)
+    X, y = torch.randn(n, n_in, generator=g), torch.randint(0, n_classes, (n,), generator=g)
+    return TensorDataset(X, y), _tiny_linear(n_in, n_classes, seed=seed + 1).eval()
+
+
+def _trial_q3(count_correct, seed: int) -> list[list]:
+    """What ``count_correct`` returns for each rank of 2 and of 3, on exercise 3's test set and
+    model: it runs where the answer lives (for the class grader, the submission's kernel)."""
+    test_set, model = _setup_q3(seed)
+    return [
+        [count_correct(model, test_set, rank, world_size) for rank in range(world_size)]
+        for world_size in (2, 3)
+    ]
+
+
 @exercise(3)
 def q3(count_correct, dealt) -> None:
-    n, n_in, n_classes = 11, 4, 3  # 11 images divide evenly among neither 2 nor 3 ranks
-    g = torch.Generator().manual_seed(6)
-    X, y = torch.randn(n, n_in, generator=g), torch.randint(0, n_classes, (n,), generator=g)
-    test_set = TensorDataset(X, y)
-    model = _tiny_linear(n_in, n_classes, seed=7).eval()
+    via = getattr(count_correct, "via", None)  # a function in another process (the grader's)
+    seed = 6 if via is None else int.from_bytes(os.urandom(4), "little")
+    test_set, model = _setup_q3(seed)
+    X, y = test_set.tensors
+    n = len(X)
     with torch.no_grad():
         whole = int((model(X).argmax(dim=1) == y).sum())
-
-    for world_size in (2, 3):
+    trial = _trial_q3(count_correct, seed) if via is None else via(f"{__name__}:_trial_q3", seed)
+    if not (
+        isinstance(trial, list)
+        and all(isinstance(t, list) for t in trial)
+        and [len(t) for t in trial] == [2, 3]
+    ):
+        raise Wrong(
+            "the check could not run `count_correct` for every rank of 2 and of 3.",
+            "检查无法对 2 个和 3 个 rank 的每个 rank 运行 `count_correct`。",
+        )
+    for world_size, answers in zip((2, 3), trial, strict=True):
         parts = []
-        for rank in range(world_size):
-            part = count_correct(model, test_set, rank, world_size)
+        for part in answers:
             if part is None:
                 raise NotDone
             part = torch.as_tensor(part, dtype=torch.float64).flatten()

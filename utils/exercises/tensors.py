@@ -182,8 +182,20 @@ class _OnAGPU(TorchFunctionMode):
         return result
 
 
+def _on_a_gpu(to_numpy: Callable, tensor: torch.Tensor) -> Any:
+    """``to_numpy(tensor)`` with ``tensor`` standing in for one on a GPU (:class:`_OnAGPU`)."""
+    stand_in = _OnAGPU()
+    stand_in.mark(tensor)
+    with stand_in:
+        return to_numpy(tensor)
+
+
 def _does_nothing(function: Callable) -> bool:
-    """Whether ``function``'s body is only ``...`` (or ``pass``, or a docstring): a placeholder."""
+    """Whether ``function``'s body is only ``...`` (or ``pass``, or a docstring): a placeholder.
+    A function in another process (the class grader's) says so itself (``does_nothing``)."""
+    said = getattr(function, "does_nothing", None)
+    if isinstance(said, bool):
+        return said
     code = getattr(function, "__code__", None)
     if code is None:
         return False
@@ -261,10 +273,11 @@ def q3(to_numpy) -> None:
             with warnings.catch_warnings():  # NumPy's warning about __array__ is not the point
                 warnings.simplefilter("ignore")
                 if device == "cuda:0" and on_device.device.type == "cpu":
-                    stand_in = _OnAGPU()
-                    stand_in.mark(on_device)
-                    with stand_in:
-                        result = to_numpy(on_device)
+                    via = getattr(to_numpy, "via", None)  # a function in another process
+                    if via is not None:  # (the class grader's): the stand-in runs there
+                        result = via(f"{__name__}:_on_a_gpu", on_device)
+                    else:
+                        result = _on_a_gpu(to_numpy, on_device)
                 else:
                     result = to_numpy(on_device)
         except Exception as err:
