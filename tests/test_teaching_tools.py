@@ -528,3 +528,32 @@ def test_a_failed_grading_is_noted_in_a_teachers_words(said: str, words: str) ->
     note = in_a_teachers_words(said, 2**29, "runs/T/logs/alice.log")
     assert words in note and "runs/T/logs/alice.log" in note
     assert "IPKernelApp" not in note
+
+
+@pytest.mark.parametrize("linked", ["feedback", "runs", "grades.csv", "build"])
+def test_the_grader_writes_nothing_through_a_link(
+    tmp_path: Path, monkeypatch, capsys, linked: str
+) -> None:
+    """Issue 46 case 3 for the grader: a linked feedback/, runs/ or grades.csv in --out, or a
+    linked build/ on the way to the default --out, is refused in one line (exit 2) before any
+    submission is graded, and nothing appears in the link's target."""
+    from tools.teaching import grade
+
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    checkout.mkdir()
+    elsewhere.mkdir()
+    submissions = tmp_path / "submitted"
+    submissions.mkdir()
+    (submissions / "alice.ipynb").write_text("{}")
+    monkeypatch.setattr(grade, "ROOT", checkout)
+    out = checkout / "build" / "grades" / "01_tensors"
+    if linked == "build":
+        (checkout / "build").symlink_to(elsewhere)
+    else:
+        out.mkdir(parents=True)
+        (out / linked).symlink_to(elsewhere / linked)
+    monkeypatch.setattr(grade, "_autograde", lambda *a, **k: pytest.fail("graded through a link"))
+    code = grade.main(["--lesson", "01", "--submissions", str(submissions), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "is a link" in err, err
+    assert not any(elsewhere.rglob("*")), sorted(elsewhere.rglob("*"))

@@ -58,7 +58,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 
 from tools.lessons import LessonError
-from tools.owned import is_regular, remove, within
+from tools.owned import is_regular, linked_on_the_way, remove, within
 from tools.teaching import sandbox
 from tools.teaching.assignments import (
     ROOT,
@@ -200,6 +200,20 @@ def row_key(name: str) -> str:
     return name
 
 
+OUTPUT_NAMES = ("grades.csv", "feedback", "runs")  # what a run writes or replaces in --out
+
+
+def refuse_linked_output(out: Path) -> None:
+    """The grader writes only inside ``out``, never through a link (tools/owned.py's rule): a
+    linked ``grades.csv``, ``feedback/`` or ``runs/`` there, or (inside the checkout) a link on
+    the way to ``out`` such as a linked ``build/``, is refused before anything is graded."""
+    if (link := linked_on_the_way(ROOT, out)) is not None:
+        raise AssignmentError(f"{link} is a link: the grader writes nothing through it")
+    for name in OUTPUT_NAMES:
+        if (out / name).is_symlink():
+            raise AssignmentError(f"{out / name} is a link: the grader writes nothing through it")
+
+
 def new_record(out: Path) -> Path:
     """A fresh ``out/runs/<UTC time>`` folder for this run's record (never an existing one)."""
     runs = out / "runs"
@@ -284,6 +298,7 @@ def grade(
     name = lesson.stem
     if not submissions.is_dir():
         raise AssignmentError(f"{submissions} is not a folder of submitted notebooks")
+    refuse_linked_output(out)
     work_root = within(ROOT, WORK)
     if work_root is None:
         raise AssignmentError(f"{WORK} is reached through a link: the grader does not write there")
