@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +98,22 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict]]
     )
     monkeypatch.setenv("JUPYTER_TOKEN", "stray")  # LAB_TOKEN is the one way to choose it
     return calls
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory) -> Callable[[str, str], Path]:
+    """``released_course(number, lang)``: that lesson's course as `make assignments` writes it
+    (source/ and release/), made once per session: nbgrader's generate_assignment takes seconds,
+    and tests only read it (one that changes a course makes its own)."""
+    from tools.teaching import assignments
+
+    made: dict[tuple[str, str], Path] = {}
+
+    def course(number: str, lang: str) -> Path:
+        if (number, lang) not in made:
+            folder = tmp_path_factory.mktemp(f"course-{number}-{lang}")
+            assignments.write_course(folder, lang, [assignments.lesson_for(number, lang)])
+            made[number, lang] = folder
+        return made[number, lang]
+
+    return course

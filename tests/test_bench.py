@@ -30,6 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
         ("ddp_scaling.py", ["--batch-size", "1"], "--batch-size: must be an integer, 2 or more"),
         ("ddp_scaling.py", ["--batch-size", "9"], "--batch-size: must be even: 2 DDP processes"),
         ("stress_ddp.py", ["--runs", "0"], "--runs: must be an integer, 1 or more (not 0)"),
+        ("grading.py", ["--students", "0"], "--students: must be an integer from 1 to 1000"),
+        ("grading.py", ["--lessons", "06"], "--lessons: one of 01, 02, 03, 04, 05 (not 06)"),
+        ("grading.py", ["--lang", "fr"], "--lang: invalid choice: 'fr'"),
     ],
 )
 def test_every_benchmark_number_out_of_its_range_is_one_line(
@@ -92,3 +95,15 @@ def test_a_stopped_stress_run_ends_in_one_line_and_leaves_nothing(
     _, alive = psutil.wait_procs(list(seen.values()), timeout=60)
     assert alive == [], f"left running (or unreaped): {alive}"
     assert list(tmp.iterdir()) == []
+
+
+def test_grading_benchmark_defaults_and_smoke() -> None:
+    # Every lesson and 40 students unless told; --smoke is one lesson and two students.
+    from bench.grading import parse
+
+    args = parse([])
+    assert (args.lessons, args.students, args.lang) == (["01", "02", "03", "04", "05"], 40, "en")
+    args = parse(["--lessons", "01", "05", "--students", "8", "--lang", "zh"])
+    assert (args.lessons, args.students, args.lang) == (["01", "05"], 8, "zh")
+    args = parse(["--smoke", "--lessons", "04"])
+    assert (args.lessons, args.students) == (["01"], 2)

@@ -28,15 +28,9 @@ CHECKS = ["ex01_q1", "ex01_q2", "ex01_q3", "ex01_q4"]
 
 
 @pytest.fixture(scope="module")
-def courses(tmp_path_factory) -> dict[str, Path]:
+def courses(released_course) -> dict[str, Path]:
     """The English and Chinese courses of lesson 01, as `make assignments` writes them."""
-    made = {}
-    for lang in assignments.LANGS:
-        course = tmp_path_factory.mktemp(f"course-{lang}")
-        lesson = assignments.lesson_for(LESSON, lang)
-        assignments.write_course(course, lang, [lesson])
-        made[lang] = course
-    return made
+    return {lang: released_course(LESSON, lang) for lang in assignments.LANGS}
 
 
 def _release(course: Path) -> Path:
@@ -48,11 +42,12 @@ NUMBERS = [assignments.lesson_number(p) for p in lesson_notebooks()]
 
 @pytest.mark.parametrize("lang", assignments.LANGS)
 @pytest.mark.parametrize("number", NUMBERS)
-def test_the_release_holds_no_solution_code_or_text(number, lang, tmp_path) -> None:
+def test_the_release_holds_no_solution_code_or_text(number, lang, released_course) -> None:
     path = assignments.lesson_for(number, lang)
-    assignments.write_course(tmp_path, lang, [path])
     lesson = nbformat.read(path, as_version=4)
-    release = (tmp_path / "release" / path.stem / path.name).read_text(encoding="utf-8")
+    release = (released_course(number, lang) / "release" / path.stem / path.name).read_text(
+        encoding="utf-8"
+    )
     text = "\n".join(c.source for c in nbformat.reads(release, as_version=4).cells)
     solution = [c for c in lesson.cells if "solution" in c.metadata.get("tags", [])]
     # a line the lesson also shows outside its solutions (an answer cell's given input) is no leak
@@ -111,10 +106,9 @@ def test_a_learners_restart_and_run_all_of_the_release_completes_saying_not_done
 # line, run above for 01): 04 trains and 05 launches torchrun, minutes together.
 @pytest.mark.e2e
 @pytest.mark.parametrize("number", [n for n in NUMBERS if n != LESSON])
-def test_every_lessons_release_runs_all_saying_not_done(number, tmp_path) -> None:
+def test_every_lessons_release_runs_all_saying_not_done(number, tmp_path, released_course) -> None:
     path = assignments.lesson_for(number, "en")
-    assignments.write_course(tmp_path / "course", "en", [path])
-    release = tmp_path / "course" / "release" / path.stem / path.name
+    release = released_course(number, "en") / "release" / path.stem / path.name
     (tmp_path / "work").mkdir()
     _run_all_says_not_done(release, "en", tmp_path / "work")
 
