@@ -1,5 +1,5 @@
-"""tools/owned.py, the one rule every deleting tool follows: only inside its own folder,
-never through a link, never an absolute name or a ``..``."""
+"""tools/owned.py, the one rule every tool that writes or deletes follows: only inside its own
+folder, never through a link, never an absolute name or a ``..``."""
 
 from __future__ import annotations
 
@@ -96,9 +96,61 @@ def test_assignments_write_nothing_through_a_linked_source_folder(tmp_path: Path
     (outside / "01_tensors").mkdir(parents=True)
     (course / "source").symlink_to(outside)
     lesson = tmp_path / "notebooks" / "01_tensors.ipynb"
-    said = "source/01_tensors is reached through a link: nothing written"
+    said = f"source/01_tensors is reached through the link {course / 'source'}: nothing written"
     with pytest.raises(assignments.AssignmentError, match=said):
         assignments.write_course(course, "en", [lesson])
     assert (course / "release" / "01_tensors" / "01_tensors.ipynb").read_text() == "{}"
     assert [p.name for p in outside.rglob("*")] == ["01_tensors"]
     assert not (course / "nbgrader_config.py").exists()
+
+
+def test_a_write_is_refused_in_one_line_naming_the_link(layout) -> None:
+    folder, outside = layout
+    assert owned.write_refusal(folder, ["sub/own.txt", "new/file.txt", Path("sub/x")]) is None
+    said = owned.write_refusal(folder, ["sub/own.txt", "linked/new.txt", "link.txt"])
+    linked = folder / "linked"
+    assert said == f"{linked}/new.txt is reached through the link {linked}: nothing written"
+    said = owned.write_refusal(folder, ["link.txt"])
+    assert said == f"{folder / 'link.txt'} is a link: nothing is written through it"
+    for name in (str(outside / "mine.txt"), "../outside/mine.txt", ""):
+        said = owned.write_refusal(folder, [name])
+        assert said and said.endswith(f"is not a path inside {folder}: nothing written"), name
+        assert "\n" not in said
+
+
+def test_assignments_write_nothing_through_a_linked_gradebook(tmp_path: Path) -> None:
+    # Issue 46, case 3 (every write of every tool): nbgrader writes its gradebook.db in the
+    # course; a link there was written through (its target's time changed on a real run).
+    from tools.teaching import assignments
+
+    course, outside = tmp_path / "course", tmp_path / "outside"
+    course.mkdir()
+    outside.mkdir()
+    for name in assignments.GRADEBOOK:
+        (course / name).symlink_to(outside / name)
+        lesson = tmp_path / "notebooks" / "01_tensors.ipynb"
+        with pytest.raises(
+            assignments.AssignmentError, match=f"{name} is a link: nothing is written"
+        ):
+            assignments.write_course(course, "en", [lesson])
+        (course / name).unlink()
+    assert list(outside.iterdir()) == [] and list(course.iterdir()) == []
+
+
+def test_assignments_write_no_course_through_a_linked_build(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    # build/ (or build/assignments/) a link to a folder outside: the course would go there.
+    from tools.teaching import assignments
+
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    (project / "build").mkdir(parents=True)
+    outside.mkdir()
+    (project / "build" / "assignments").symlink_to(outside)
+    monkeypatch.setattr(assignments, "ROOT", project)
+    monkeypatch.setattr(assignments, "OUT", project / "build" / "assignments")
+    assert assignments.main(["02", "--lang", "en"]) == 2
+    err = capsys.readouterr().err.strip()
+    link = project / "build" / "assignments"
+    assert err == f"assignments: {link}/en is reached through the link {link}: nothing written"
+    assert list(outside.iterdir()) == []

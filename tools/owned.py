@@ -1,10 +1,12 @@
-"""Where a tool may delete or overwrite: inside its own folder, never through a link.
+"""Where a tool may write, replace or delete: inside its own folder, never through a link.
 
 Every tool that removes or rewrites files it made (tools/clean.py, the site build, the
-translations, ``make lab``'s defaults) finds its paths with :func:`within` and removes with
+translations, the homework courses) finds its paths with :func:`within` and removes with
 :func:`remove`: a name it read from a record or a pattern is refused when it is absolute, has
 a ``..``, or reaches its place through a link (a linked folder leads outside the project, and
-a linked file is someone else's). Walks never enter a linked folder (:func:`entries`).
+a linked file is someone else's). Walks never enter a linked folder (:func:`entries`). Before
+writing, a tool asks :func:`write_refusal` about every path it (or a program it runs) will
+create or replace, and stops with its one line before writing anything.
 
 Standard library only: tools/clean.py runs it with the system's Python, while it removes .venv.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePath, PurePosixPath
 
 
@@ -31,6 +33,20 @@ def within(folder: Path, name: str | PurePath) -> Path | None:
         if path.is_symlink():
             return None
     return path
+
+
+def write_refusal(folder: Path, names: Iterable[str | PurePath]) -> str | None:
+    """None when a tool may create or replace every one of ``names`` in ``folder`` (the rule of
+    :func:`within`); else one line naming the first that it may not, and the link on its way."""
+    for name in names:
+        if within(folder, name) is None:
+            link = linked_on_the_way(folder, folder / name)
+            if link == folder / name:
+                return f"{link} is a link: nothing is written through it"
+            if link is not None:
+                return f"{folder / name} is reached through the link {link}: nothing written"
+            return f"{name!s} is not a path inside {folder}: nothing written"
+    return None
 
 
 def linked_on_the_way(root: Path, path: Path) -> Path | None:

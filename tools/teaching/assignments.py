@@ -44,7 +44,7 @@ from pathlib import Path
 import nbformat
 
 from tools.lessons import LessonError, lesson_notebooks
-from tools.owned import is_regular, within
+from tools.owned import is_regular, write_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "assignments"
@@ -256,6 +256,8 @@ def failure(done: subprocess.CompletedProcess) -> str:
     return (errors or lines or [f"exit code {done.returncode}"])[-1]
 
 
+# nbgrader's database and SQLite's journal beside it, which nbgrader writes in the course
+GRADEBOOK = ("gradebook.db", "gradebook.db-journal")
 RECORD = ".written-by-assignments.json"  # {path in the course: sha256} of what this tool wrote
 CONFIG_END = (
     "# ---- end of what tools/teaching/assignments.py writes; "
@@ -350,14 +352,15 @@ def write_course(course: Path, lang: str, lessons: list[Path], grading: str = ""
     its digest; a teacher's own file in a lesson's source/ folder stays (and nbgrader copies it
     into the release), one in the way is refused in one line before anything changes, and the
     teacher's lines below ``CONFIG_END`` in nbgrader_config.py are kept."""
-    course.mkdir(parents=True, exist_ok=True)
-    # every path this writes or replaces, checked before anything is removed (tools/owned.py):
-    # a linked source/ or release/ would take the lesson, or lose release/ half-way
-    names = ["nbgrader_config.py", RECORD] + [
+    # every path this or nbgrader writes or replaces, checked before anything is removed
+    # (tools/owned.py): a linked source/ or release/ would take the lesson, or lose release/
+    # half-way; a linked gradebook.db (nbgrader's SQLite database) would be written through
+    names = ["nbgrader_config.py", RECORD, *GRADEBOOK] + [
         f"{d}/{p.stem}" for p in lessons for d in ("source", "release")
     ]
-    if linked := [name for name in names if within(course, name) is None]:
-        raise AssignmentError(f"{course / linked[0]} is reached through a link: nothing written")
+    if problem := write_refusal(course, names):
+        raise AssignmentError(problem)
+    course.mkdir(parents=True, exist_ok=True)
     record = _read_record(course)
     notebooks = [(lesson, source_notebook(lesson, lang)) for lesson in lessons]
     stale, kept = _plan(course, [lesson.stem for lesson in lessons], record)
@@ -418,8 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{lang}: {lesson.name}: skipped, its exercises have no checks yet")
                 lessons = ready
             course = OUT / lang
-            if within(ROOT, course.relative_to(ROOT).as_posix()) is None:
-                raise AssignmentError(f"{course} is reached through a link: not written")
+            if problem := write_refusal(ROOT, [course.relative_to(ROOT)]):
+                raise AssignmentError(problem)
             for name in write_course(course, lang, lessons):
                 release = course / "release" / name / f"{name}.ipynb"
                 print(f"{lang}: {release.relative_to(ROOT)}")
