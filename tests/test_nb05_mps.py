@@ -175,7 +175,7 @@ def on_a_mac(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("mps")
     )
     monkeypatch.delattr(torch._C, "_scatter")  # CUDA builds only
-    monkeypatch.chdir(tmp_path)  # the notebook writes ddp_minimal.py, checkpoints, .runs
+    monkeypatch.chdir(tmp_path)  # the notebook writes ddp_minimal.py and .runs/
 
 
 def run(cells: list[nbformat.NotebookNode]) -> tuple[dict, FakeMPS]:
