@@ -1101,7 +1101,7 @@ def test_a_guides_markup_is_shown_not_run_and_a_language_left_out_is_plain_text(
     body = guides.render("en", ["en"], root=tmp_path).body_html  # an --english-only build
     assert "<script>" not in body and "&lt;script&gt;" in body
     assert "中文" in body and "TEACHING.zh.md" not in body and "<a " not in body
-    assert '<div class="blitz-table"><table>' in body  # a wide table scrolls in its box
+    assert '<div class="blitz-table" tabindex="0"><table>' in body  # scrolls in its box
     with_zh = guides.render("en", ["en", "zh"], root=tmp_path).body_html
     assert '<a href="zh/teaching.html">中文</a>' in with_zh
     assert guides.render("xx", ["en", "xx"], root=tmp_path) is None  # no TEACHING.xx.md

@@ -98,7 +98,8 @@ def render(code: str, codes: list[str], root: Path = ROOT) -> Guide | None:
     title = _plain(str(markdown(title_line)))
     renderer.ids.clear()  # the title is the page's <h1>: the body's ids start afresh
     body = str(markdown(rest))
-    # A wide table scrolls inside its own box, not the page (the phone width test).
-    body = body.replace("<table>", '<div class="blitz-table"><table>')
-    body = body.replace("</table>", "</table></div>")
+    # A wide table or code block scrolls inside its own box, not the page (the phone width
+    # test), and a box that scrolls takes the keyboard's focus (axe: scrollable-region-focusable).
+    body = body.replace("<table>", '<div class="blitz-table" tabindex="0"><table>')
+    body = body.replace("</table>", "</table></div>").replace("<pre>", '<pre tabindex="0">')
     return Guide(code, source, title.strip(), body)
