@@ -37,7 +37,7 @@ help:
 	@echo "make assignments - nbgrader assignments from the lessons, without solutions, in"
 	@echo "               build/assignments/<en|zh>/release/ (hand out that folder)"
 	@echo "make grade LESSON=01 SUBMISSIONS=folder [COURSE_LANG=zh] - grades.csv, feedback per student"
-	@echo "               (as root: each submission runs as a throw-away user; see README)"
+	@echo "               (as root: each submission runs as a throw-away user; see TEACHING.md)"
 	@echo "make grade-tools - install bubblewrap (Debian, as root): the grader sandboxes each submission"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/authoring/i18n.py)"

@@ -29,11 +29,14 @@ from tests.toc import list_lessons
 from tools import conventions
 from tools.authoring import i18n
 from tools.lessons import LessonError, lesson_notebooks
+from tools.publishing import guides
 from tools.publishing.build_site import build_site, building, lock_path, main
 from tools.publishing.pages import SiteError, parse_header, render_widgets_statically
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = lesson_notebooks()  # the lessons _toc.yml lists
+LESSON_STEMS = [p.stem for p in NOTEBOOKS]
+GUIDE = Path(guides.PAGE).stem  # the teacher's guide's page: TEACHING.md, TEACHING.zh.md
 # Each language's folder in the site and its <html lang>.
 LANGS = {"en": ("", "en"), "zh": ("zh/", "zh-CN")}
 DESKTOP = {"width": 1280, "height": 800}
@@ -518,6 +521,14 @@ def test_index_lists_every_lesson(site: Path, lang: str) -> None:
         assert re.search(f'<a [^>]*download[^>]*href="{path.name}"', page), "no download link"
         assert 'class="blitz-toc-list"' in page, f"{lang}/{path.stem}.html: no contents"
     assert index.count('class="blitz-card"') == len(NOTEBOOKS)
+    # The teacher's guide (issue 47 item 10): linked from the index, in the page's language,
+    # and found by the search.
+    assert f'href="{guides.PAGE}"' in index, "the index does not link the teacher's guide"
+    guide = (folder / guides.PAGE).read_text()
+    assert html_lang in guide and 'id="hand-out-and-grade-homework"' in guide or lang != "en"
+    assert "make grade LESSON=01" in guide, f"{lang}/{guides.PAGE} lacks the guide's commands"
+    prefix = "" if lang == "en" else "-zh"
+    assert f'"page": "{guides.PAGE}"' in (site / f"_static/search-index{prefix}.js").read_text()
 
 
 # An element or style that loads from a URL (the static check; the browser sees requests).
@@ -533,7 +544,7 @@ def test_pages_reference_no_other_host(site: Path, lang: str) -> None:
     """Static check that complements the browser's: no src/href loads from a URL, on the
     index, the lesson pages and the slide decks."""
     pages = sorted((site / LANGS[lang][0]).glob("*.html"))
-    assert len(pages) == 2 * len(NOTEBOOKS) + 1, pages
+    assert len(pages) == 2 * len(NOTEBOOKS) + 2, pages  # lessons, decks, index, guide
     for page in pages:
         found = LOADS_FROM_A_URL.search(page.read_text())
         assert not found, f"{page.name} loads from another host: {found and found.group(0)}"
@@ -625,7 +636,7 @@ def _inspect(page, requests: list[str], base: str, stem: str, seen: Findings) ->
     )
     problems.extend(f"{url}: image not loaded: {src}" for src, width in images if width <= 0)
 
-    if stem != "index":
+    if stem in LESSON_STEMS:
         expected = _expected_math(stem)
         math = page.evaluate(
             """() => ({
@@ -686,7 +697,7 @@ def test_site_in_chromium(browser, site: Path, lang: str, mode: str, request, tm
     image or link, page wider than a phone; math typeset; solutions folded. Served, the index
     and first lesson are screenshot (their paths printed)."""
     base = site.as_uri() + "/" if mode == "file" else request.getfixturevalue("served_site")
-    stems = ["index"] + [p.stem for p in NOTEBOOKS]
+    stems = ["index", *LESSON_STEMS, GUIDE]
     if mode == "http":  # the same pages as from files; served, two show what a server changes
         stems = stems[:2]
     seen = Findings()
@@ -707,7 +718,7 @@ def test_site_in_chromium(browser, site: Path, lang: str, mode: str, request, tm
             )
             if overflow > 1:
                 seen.problems.append(f"{page.url}: {overflow}px wider than a phone screen")
-            if stem != "index" and (wrong := _solutions_fold(page)):
+            if stem in LESSON_STEMS and (wrong := _solutions_fold(page)):
                 seen.problems.append(f"{page.url}: {wrong}")
             page.close()
     finally:
@@ -906,7 +917,7 @@ def test_the_sites_own_words_read_once(browser, site: Path, lang: str) -> None:
     doubled = []
     page = browser.new_page()
     try:
-        for stem in ["index"] + [p.stem for p in NOTEBOOKS]:
+        for stem in ["index", *LESSON_STEMS, GUIDE]:
             page.goto(f"{site.as_uri()}/{LANGS[lang][0]}{stem}.html")
             for text in page.eval_on_selector_all(SITE_TEXT, "es => es.map(e => e.innerText)"):
                 # Line by line: a heading followed by a sentence that starts with the same
@@ -1033,3 +1044,64 @@ def test_build_site_refuses_an_out_that_cannot_be_its_folder(tmp_path: Path, cas
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(f"build_site.py: error: --out {out} ")
     assert sorted(tmp_path.rglob("*")) == before and notes.read_text() == "mine"  # untouched
+
+
+# --- the teacher's guide (TEACHING.md, TEACHING.zh.md) as a page of the site -----------------
+
+
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [
+        ("One link per student (`make hub`)", "one-link-per-student-make-hub"),
+        ("Past one machine: Kubernetes", "past-one-machine-kubernetes"),
+        ("安全：保证什么，不保证什么", "安全保证什么不保证什么"),
+        ("一台服务器，每个学生一个链接（`make hub`）", "一台服务器每个学生一个链接make-hub"),
+    ],
+)
+def test_a_guides_headings_get_githubs_ids(tmp_path: Path, heading: str, anchor: str) -> None:
+    """The guides' contents lists link their sections as GitHub names them; the site's page
+    gives each heading the same id, a repeated heading GitHub's numbered one."""
+    (tmp_path / "TEACHING.md").write_text(f"# Guide\n\n## {heading}\n\n## {heading}\n")
+    body = guides.render("en", ["en"], root=tmp_path).body_html
+    assert f'id="{anchor}"' in body and f'id="{anchor}-1"' in body, body
+
+
+def test_each_guide_links_its_own_sections_and_the_sites_pages() -> None:
+    """Both real guides: every link to a section lands on one of its headings; README.md
+    becomes the index, the other language's guide its page (a file the site does not carry
+    would stop the build); the contents list names every section."""
+    for code, other in (("en", "zh/teaching.html"), ("zh", "../teaching.html")):
+        guide = guides.render(code, ["en", "zh"])
+        assert guide is not None, code
+        ids = set(re.findall(r'<h[1-6] id="([^"]+)"', guide.body_html))
+        links = [unquote(h) for h in re.findall(r'<a href="([^"]+)"', guide.body_html)]
+        sections = [h for h in links if h.startswith("#")]
+        assert sections, f"{guide.source.name} has no contents list"
+        assert not [h for h in sections if h[1:] not in ids], (guide.source.name, ids)
+        h2 = re.findall(r'<h2 id="([^"]+)"', guide.body_html)
+        assert [h for h in sections if h[1:] in h2] == [f"#{i}" for i in h2], "contents list"
+        assert other in links and "index.html" in links, links
+        assert not [h for h in links if h.endswith(".md") or ".md#" in h], links
+
+
+def test_a_guide_link_the_site_does_not_carry_stops_the_build(tmp_path: Path) -> None:
+    (tmp_path / "TEACHING.md").write_text("# Guide\n\nSee [the data](DATA.md).\n")
+    with pytest.raises(guides.GuideError, match=r"TEACHING\.md links DATA\.md, which the site"):
+        guides.render("en", ["en"], root=tmp_path)
+
+
+def test_a_guides_markup_is_shown_not_run_and_a_language_left_out_is_plain_text(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "TEACHING.md").write_text(
+        "# Guide\n\n<script>alert(1)</script>\n\nSee [中文](TEACHING.zh.md).\n\n"
+        "| a |\n|---|\n| 1 |\n"
+    )
+    (tmp_path / "TEACHING.zh.md").write_text("# 指南\n")
+    body = guides.render("en", ["en"], root=tmp_path).body_html  # an --english-only build
+    assert "<script>" not in body and "&lt;script&gt;" in body
+    assert "中文" in body and "TEACHING.zh.md" not in body and "<a " not in body
+    assert '<div class="blitz-table" tabindex="0"><table>' in body  # scrolls in its box
+    with_zh = guides.render("en", ["en", "zh"], root=tmp_path).body_html
+    assert '<a href="zh/teaching.html">中文</a>' in with_zh
+    assert guides.render("xx", ["en", "xx"], root=tmp_path) is None  # no TEACHING.xx.md

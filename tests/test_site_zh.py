@@ -43,7 +43,7 @@ def _cjk_families() -> list[str]:
 @pytest.mark.e2e
 def test_language_switch_goes_both_ways(browser, site: Path, served_site: str) -> None:
     """Every page links the same page in the other language; clicking it goes there and back."""
-    names = ["index.html"] + [f"{p.stem}.html" for p in NOTEBOOKS]
+    names = ["index.html"] + [f"{p.stem}.html" for p in NOTEBOOKS] + ["teaching.html"]
     for name in names:
         assert SWITCH.format(href=f"zh/{name}", lang="zh-CN") in (site / name).read_text(), name
         assert SWITCH.format(href=f"../{name}", lang="en") in (site / "zh" / name).read_text()

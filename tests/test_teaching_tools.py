@@ -475,7 +475,7 @@ def test_every_file_the_zips_readmes_name_is_in_the_zip() -> None:
         str(p) for name in shipped for p in Path(name).parents
     }
     missing = []
-    for doc in ("README.md", "DATA.md", "TEACHING.md", "TEACHING.zh.md"):
+    for doc in ("README.md", "DATA.md", "DATA.zh.md", "TEACHING.md", "TEACHING.zh.md"):
         assert doc in shipped, doc
         text = (ROOT / doc).read_text(encoding="utf-8")
         named = re.findall(r"`([\w.][\w./-]*)`", text) + re.findall(r"\]\(([\w.][\w./-]*)\)", text)

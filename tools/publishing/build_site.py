@@ -3,9 +3,10 @@
     python -m tools.publishing.build_site [--execute] [--notebooks DIR] [--out DIR]
 
 Each lesson gets a page, a deck and its notebook (tools/publishing/pages.py), the site a
-search (search.py), the zip (archive.py) and MathJax from the jupyter-server-mathjax wheel:
-nothing is loaded from another host. Every other language with a strings file gets the same
-under ``<out>/<code>``, from ``translations/<code>`` (tools/authoring/i18n.py).
+search (search.py), the teacher's guide (guides.py), the zip (archive.py) and MathJax from
+the jupyter-server-mathjax wheel: nothing is loaded from another host. Every other language
+with a strings file gets the same under ``<out>/<code>``, from ``translations/<code>``
+(tools/authoring/i18n.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from tools import conventions
 from tools.authoring import i18n, lesson_size
 from tools.lessons import LessonError, lesson_notebooks
 from tools.owned import entries, is_regular, linked_on_the_way
-from tools.publishing import archive, pages
+from tools.publishing import archive, guides, pages
 from tools.publishing.decks import REVEAL, TEMPLATES
 from tools.publishing.pages import STATIC, Lesson, SiteError, parse_header
 
@@ -203,8 +204,8 @@ def build_site(
     (:func:`building`, waiting at most ``wait_s``); a failed build leaves nothing there.
     ``execute`` re-runs each notebook in memory first. A translated page shows the
     English text of a cell its catalog lacks (``i18n.py check`` fails until none is left).
-    Bad input raises :class:`SiteError`, ``LessonError`` (the table of contents) or
-    ``i18n.I18nError``, saying what to fix.
+    Bad input raises :class:`SiteError`, ``LessonError`` (the table of contents),
+    ``i18n.I18nError`` or ``guides.GuideError`` (a teacher's guide), saying what to fix.
     """
     if problem := out_problem(out_dir):
         raise SiteError(problem)
@@ -224,6 +225,9 @@ def build_site(
         lessons[code] = [parse_header(p, nb) for p, nb in zip(paths, stored, strict=True)]
     # Measured on the English cells (Chinese has no spaces to count words by): same sections.
     dives = [lesson_size.deep_dives(nb) for nb in notebooks]
+    # The teacher's guide in each language that has one (TEACHING.md, TEACHING.zh.md).
+    guide_pages = {code: guides.render(code, codes) for code in codes}
+    with_guide = frozenset(code for code, guide in guide_pages.items() if guide is not None)
     mathjax = find_mathjax()
     with building(out_dir, wait_s, log):
         if out_dir.exists():
@@ -249,7 +253,16 @@ def build_site(
                 cats = catalogs.get(code)
                 nbs = notebooks if cats is None else list(map(i18n.translate, notebooks, cats))
                 pages.render_language(
-                    code, codes, nbs, lessons[code], downloads[code], dives, out_dir, log
+                    code,
+                    codes,
+                    nbs,
+                    lessons[code],
+                    downloads[code],
+                    dives,
+                    out_dir,
+                    log,
+                    guide_pages[code],
+                    with_guide,
                 )
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)  # an unfinished site is of no use
@@ -308,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             translations=None if args.english_only else args.translations,
             wait_s=args.wait,
         )
-    except (SiteError, LessonError, i18n.I18nError, archive.ArchiveError) as exc:
+    except (SiteError, LessonError, i18n.I18nError, archive.ArchiveError, guides.GuideError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(

@@ -19,7 +19,7 @@ from nbconvert import HTMLExporter
 
 from tools import conventions
 from tools.authoring.lesson_size import DeepDive
-from tools.publishing import decks, search
+from tools.publishing import decks, guides, search
 from tools.publishing.accessibility import any_language, make_accessible
 from tools.publishing.archive import NAME as ARCHIVE
 from tools.publishing.decks import TEMPLATES
@@ -234,8 +234,11 @@ def render_language(
     dives: list[list[DeepDive]],
     site_dir: Path,
     log: Callable[[str], object],
+    guide: guides.Guide | None = None,
+    guide_codes: frozenset[str] = frozenset(),
 ) -> None:
-    """Write one language's lesson pages, decks, notebooks, index and search index."""
+    """Write one language's lesson pages, decks, notebooks, index and search index, and its
+    ``guide`` page (the other ``guide_codes`` have one too, for the language switch)."""
     folder = "" if code == conventions.SOURCE else f"{code}/"  # the source's at the root
     out = site_dir / folder
     out.mkdir(parents=True, exist_ok=True)
@@ -295,11 +298,27 @@ def render_language(
         found += search.entries(sections, lesson.html_name, lesson.title)
         log(f"  {folder}{lesson.html_name}  ({time.perf_counter() - start:.1f} s)")
 
-    search_index = f"{STATIC}/search-index{folder and '-' + code}.js"
-    search.write_index(site_dir / search_index, found)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, keep_trailing_newline=True
     )
+    if guide is not None:
+        page = env.get_template("guide.html.j2").render(
+            title=words["site_title"],
+            html_lang=html_lang,
+            ui=words,
+            static=static,
+            languages=[s for s in switch(guides.PAGE) if s["lang"] in guide_langs(guide_codes)],
+            guide=guide,
+            footer_html=words["footer_guide_html"].replace(
+                "{file}", f"<code>{html.escape(guide.source.name)}</code>"
+            ),
+        )
+        (out / guides.PAGE).write_text(page, encoding="utf-8")
+        found += search.entries(search.outline(page), guides.PAGE, guide.title)
+        log(f"  {folder}{guides.PAGE}  ({guide.source.name})")
+
+    search_index = f"{STATIC}/search-index{folder and '-' + code}.js"
+    search.write_index(site_dir / search_index, found)
     index = env.get_template("home.html.j2").render(
         title=words["site_title"],
         html_lang=html_lang,
@@ -309,5 +328,11 @@ def render_language(
         languages=switch("index.html"),
         lessons=cards,
         archive=up + ARCHIVE,
+        guide=guides.PAGE if guide is not None else None,
     )
     (out / "index.html").write_text(index, encoding="utf-8")
+
+
+def guide_langs(codes: frozenset[str]) -> set[str]:
+    """The ``<html lang>`` of each language in ``codes``."""
+    return {conventions.lesson_words(code)["html_lang"] for code in codes}
