@@ -530,13 +530,16 @@ def test_a_failed_grading_is_noted_in_a_teachers_words(said: str, words: str) ->
     assert "IPKernelApp" not in note
 
 
-@pytest.mark.parametrize("linked", ["feedback", "runs", "grades.csv", "build"])
+@pytest.mark.parametrize(
+    "linked", ["feedback", "feedback/alice.html", "runs", "grades.csv", ".grades.csv.part", "build"]
+)
 def test_the_grader_writes_nothing_through_a_link(
     tmp_path: Path, monkeypatch, capsys, linked: str
 ) -> None:
-    """Issue 46 case 3 for the grader: a linked feedback/, runs/ or grades.csv in --out, or a
-    linked build/ on the way to the default --out, is refused in one line (exit 2) before any
-    submission is graded, and nothing appears in the link's target."""
+    """Issue 46 case 3 for the grader: a linked feedback/ (or a page in it), runs/, grades.csv
+    or its .part in --out, or a linked build/ on the way to the default --out, is refused in
+    one line (exit 2) before any submission is graded, and nothing appears in the link's
+    target."""
     from tools.teaching import grade
 
     checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
@@ -550,8 +553,8 @@ def test_the_grader_writes_nothing_through_a_link(
     if linked == "build":
         (checkout / "build").symlink_to(elsewhere)
     else:
-        out.mkdir(parents=True)
-        (out / linked).symlink_to(elsewhere / linked)
+        (out / linked).parent.mkdir(parents=True, exist_ok=True)
+        (out / linked).symlink_to(elsewhere / Path(linked).name)
     monkeypatch.setattr(grade, "_autograde", lambda *a, **k: pytest.fail("graded through a link"))
     code = grade.main(["--lesson", "01", "--submissions", str(submissions), "--out", str(out)])
     err = capsys.readouterr().err

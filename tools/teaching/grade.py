@@ -58,7 +58,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 
 from tools.lessons import LessonError
-from tools.owned import is_regular, linked_on_the_way, remove, within
+from tools.owned import is_regular, linked_on_the_way, remove, within, write_refusal
 from tools.teaching import sandbox
 from tools.teaching.assignments import (
     ROOT,
@@ -200,18 +200,27 @@ def row_key(name: str) -> str:
     return name
 
 
-OUTPUT_NAMES = ("grades.csv", "feedback", "runs")  # what a run writes or replaces in --out
+# what a run writes or replaces in --out (feedback/<student>.html too, see _output_refusal)
+OUTPUT_NAMES = ("grades.csv", ".grades.csv.part", "feedback", "runs")
+
+
+def _output_refusal(out: Path, names) -> str | None:
+    """tools/owned.py's rule for ``names`` in ``out``, and (inside the checkout) for the way to
+    ``out`` itself, such as a linked ``build/``."""
+    if (link := linked_on_the_way(ROOT, out)) is not None:
+        return f"{link} is a link: the grader writes nothing through it"
+    return write_refusal(out, names)
 
 
 def refuse_linked_output(out: Path) -> None:
     """The grader writes only inside ``out``, never through a link (tools/owned.py's rule): a
-    linked ``grades.csv``, ``feedback/`` or ``runs/`` there, or (inside the checkout) a link on
-    the way to ``out`` such as a linked ``build/``, is refused before anything is graded."""
-    if (link := linked_on_the_way(ROOT, out)) is not None:
-        raise AssignmentError(f"{link} is a link: the grader writes nothing through it")
-    for name in OUTPUT_NAMES:
-        if (out / name).is_symlink():
-            raise AssignmentError(f"{out / name} is a link: the grader writes nothing through it")
+    linked ``grades.csv`` (or its ``.part``), ``feedback/``, a page in it, or ``runs/``, or a
+    link on the way to ``out`` inside the checkout, is refused before anything is graded."""
+    pages = []
+    if (out / "feedback").is_dir() and not (out / "feedback").is_symlink():
+        pages = [f"feedback/{p.name}" for p in (out / "feedback").iterdir()]
+    if why := _output_refusal(out, [*OUTPUT_NAMES, *pages]):
+        raise AssignmentError(why)
 
 
 def new_record(out: Path) -> Path:
@@ -454,8 +463,14 @@ c.SandboxKernelManager.memory = {memory_bytes}
                 target.write_text(safe_page(page.read_text(encoding="utf-8")), encoding="utf-8")
             else:
                 target.write_text(_feedback_page(student, notes.get(student, "not graded")))
+            # checked again at the write: a link made while the class was graded
+            if why := _output_refusal(out, [f"feedback/{student}.html"]):
+                say(f"{student}: feedback not copied: {why} (the page is in {target})", err=True)
+                continue
             shutil.copyfile(target, feedback / f"{student}.html")
         csv_path = out / "grades.csv"
+        if why := _output_refusal(out, OUTPUT_NAMES):
+            raise AssignmentError(f"{why}; this run's grades are in {run_csv}")
         merge(csv_path, run_csv, say)
         say(f"this run's record: {record}")
         return csv_path
