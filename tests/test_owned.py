@@ -3,6 +3,10 @@ folder, never through a link, never an absolute name or a ``..``."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -154,3 +158,61 @@ def test_assignments_write_no_course_through_a_linked_build(
     link = project / "build" / "assignments"
     assert err == f"assignments: {link}/en is reached through the link {link}: nothing written"
     assert list(outside.iterdir()) == []
+
+
+def test_a_private_folder_is_its_owners_alone_and_narrowing_one_is_said(tmp_path: Path) -> None:
+    new = tmp_path / "a" / "new"
+    assert owned.private_folder(new) is None
+    old = tmp_path / "old"
+    old.mkdir(mode=0o755)
+    old.chmod(0o755)
+    assert (
+        owned.private_folder(old)
+        == f"{old} was open to others (0o755): now its owner's alone (0700)"
+    )
+    assert [p.stat().st_mode & 0o777 for p in (new, old)] == [0o700, 0o700]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_a_student_reads_neither_the_course_nor_the_grades(monkeypatch, capsys) -> None:
+    """Issue 47 item 2, from a student's side: in a checkout every user may read (a hub serves
+    it), make assignments' course (solutions, hidden tests, gradebook) and the grader's out
+    folder (every student's grades and feedback) open for the teacher alone; the checkout's
+    other files stay readable (the check can fail)."""
+    from tools.teaching import assignments
+    from tools.teaching import grade as grader
+
+    project = Path(tempfile.mkdtemp(prefix="blitz-private-"))  # /tmp's pytest folders are 0700
+    try:
+        project.chmod(0o755)
+        (project / "build").mkdir(mode=0o755)
+        (project / "build").chmod(0o755)
+        (project / "README.md").write_text("every student reads this")
+        monkeypatch.setattr(assignments, "ROOT", project)
+        monkeypatch.setattr(assignments, "OUT", project / "build" / "assignments")
+        assert assignments.main(["01", "--lang", "en"]) == 0
+        course = project / "build" / "assignments" / "en"
+        monkeypatch.setattr(grader, "ROOT", project)
+        monkeypatch.setattr(grader, "_autograde", lambda *a, **k: "stand-in grade")
+        monkeypatch.setattr(grader, "solutions_lost", lambda course, name, note: "")
+        submitted = project / "submitted"
+        submitted.mkdir()
+        shutil.copy(next((course / "release").glob("*/*.ipynb")), submitted / "bob.ipynb")
+        out = project / "build" / "grades" / "01"
+        grader.grade("01", submitted, out)
+
+        def student_reads(path: Path) -> bool:
+            done = subprocess.run(["runuser", "-u", "nobody", "--", "cat", str(path)],
+                                  capture_output=True)  # fmt: skip
+            return done.returncode == 0
+
+        assert student_reads(project / "README.md")
+        for secret in (
+            next((course / "source").glob("*/*.ipynb")),
+            course / "gradebook.db",
+            out / "grades.csv",
+            out / "feedback" / "bob.html",
+        ):
+            assert secret.exists() and not student_reads(secret), secret
+    finally:
+        shutil.rmtree(project)

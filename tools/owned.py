@@ -49,6 +49,19 @@ def write_refusal(folder: Path, names: Iterable[str | PurePath]) -> str | None:
     return None
 
 
+def private_folder(path: Path) -> str | None:
+    """Make ``path`` (and its missing parents) a folder only its owner reads, writes and enters
+    (0700): a teacher's course, gradebook and grades, in a checkout every student of a hub may
+    read. The caller has checked ``path`` is no link. A line when an existing folder's mode was
+    narrowed (None otherwise)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.lstat().st_mode)
+    os.chmod(path, 0o700)  # mkdir's mode passes through the umask, and an old folder kept its own
+    if mode & 0o077:
+        return f"{path} was open to others ({oct(mode)}): now its owner's alone (0700)"
+    return None
+
+
 def linked_on_the_way(root: Path, path: Path) -> Path | None:
     """The first of ``path`` and its folders below ``root`` that is a link (``build`` or
     ``build/site`` alike), or None; None too when ``path`` is not under ``root``. Neither is

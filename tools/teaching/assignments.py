@@ -44,7 +44,7 @@ from pathlib import Path
 import nbformat
 
 from tools.lessons import LessonError, lesson_notebooks
-from tools.owned import is_regular, write_refusal
+from tools.owned import is_regular, private_folder, write_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "assignments"
@@ -423,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
             course = OUT / lang
             if problem := write_refusal(ROOT, [course.relative_to(ROOT)]):
                 raise AssignmentError(problem)
+            # solutions, hidden tests and the gradebook: the teacher's alone, also where a
+            # hub's students can read the checkout (TEACHING.md)
+            if said := private_folder(OUT):
+                print(f"assignments: {said}")
             for name in write_course(course, lang, lessons):
                 release = course / "release" / name / f"{name}.ipynb"
                 print(f"{lang}: {release.relative_to(ROOT)}")

@@ -58,7 +58,14 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 
 from tools.lessons import LessonError
-from tools.owned import is_regular, linked_on_the_way, remove, within, write_refusal
+from tools.owned import (
+    is_regular,
+    linked_on_the_way,
+    private_folder,
+    remove,
+    within,
+    write_refusal,
+)
 from tools.teaching import sandbox
 from tools.teaching.assignments import (
     ROOT,
@@ -207,7 +214,7 @@ OUTPUT_NAMES = ("grades.csv", ".grades.csv.part", "feedback", "runs")
 def _output_refusal(out: Path, names) -> str | None:
     """tools/owned.py's rule for ``names`` in ``out``, and (inside the checkout) for the way to
     ``out`` itself, such as a linked ``build/``."""
-    if (link := linked_on_the_way(ROOT, out)) is not None:
+    if (link := linked_on_the_way(ROOT, out) or (out if out.is_symlink() else None)) is not None:
         return f"{link} is a link: the grader writes nothing through it"
     return write_refusal(out, names)
 
@@ -357,6 +364,9 @@ c.SandboxKernelManager.memory = {memory_bytes}
         said.flush()
 
     try:
+        # every student's grades and feedback: the teacher's alone (TEACHING.md)
+        if narrowed := private_folder(out):
+            print(f"grade: {narrowed}")
         record = new_record(out)  # this run's own record, beside the latest grades.csv
         logs = record / "logs"  # nbgrader's own log of each submission, for a surprising score
         logs.mkdir()
