@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("grading.py", ["--students", "0"], "--students: must be an integer from 1 to 1000"),
         ("grading.py", ["--lessons", "06"], "--lessons: one of 01, 02, 03, 04, 05 (not 06)"),
         ("grading.py", ["--lang", "fr"], "--lang: invalid choice: 'fr'"),
+        ("grading.py", ["--jobs", "0"], "--jobs: must be an integer from 1 to 64"),
     ],
 )
 def test_every_benchmark_number_out_of_its_range_is_one_line(
@@ -102,8 +103,10 @@ def test_grading_benchmark_defaults_and_smoke() -> None:
     from bench.grading import parse
 
     args = parse([])
-    assert (args.lessons, args.students, args.lang) == (["01", "02", "03", "04", "05"], 40, "en")
-    args = parse(["--lessons", "01", "05", "--students", "8", "--lang", "zh"])
-    assert (args.lessons, args.students, args.lang) == (["01", "05"], 8, "zh")
+    assert (args.lessons, args.students, args.lang, args.jobs) == (
+        ["01", "02", "03", "04", "05"], 40, "en", [1, 2]
+    )  # fmt: skip
+    args = parse(["--lessons", "01", "05", "--students", "8", "--lang", "zh", "--jobs", "2"])
+    assert (args.lessons, args.students, args.lang, args.jobs) == (["01", "05"], 8, "zh", [2])
     args = parse(["--smoke", "--lessons", "04"])
-    assert (args.lessons, args.students) == (["01"], 2)
+    assert (args.lessons, args.students, args.jobs) == (["01"], 2, [1])

@@ -261,6 +261,43 @@ def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monk
     ).read_text()
 
 
+def test_side_by_side_every_student_has_one_row_and_one_page(
+    courses, tmp_path, monkeypatch
+) -> None:
+    """--jobs: each job its own nbgrader course (no two processes write one gradebook); the
+    class's rows and pages are those of one job, the solutions graded first, alone."""
+    from tools.teaching import grade as grader
+
+    seen = []
+
+    def autograde(course, name, student, limit_s, logs, memory_bytes):
+        seen.append((course.name, student))
+        (logs / f"{student}.log").write_text("stand-in")
+        return f"stand-in grade of {student}"
+
+    monkeypatch.setattr(grader, "_autograde", autograde)
+    monkeypatch.setattr(grader, "solutions_lost", lambda course, name, note: "")
+    release = _release(courses["en"]).read_bytes()
+    submitted = tmp_path / "submitted"
+    submitted.mkdir()
+    students = ["amy", "bob", "cy", "dan", "eve"]
+    for student in students:
+        (submitted / f"{student}.ipynb").write_bytes(release)
+    (submitted / "notes.txt").write_text("not a notebook")
+    out = tmp_path / "out"
+    grader.grade(LESSON, submitted, out, jobs=3)
+    assert seen[0] == ("course-0", grader.SOLUTION_ID)
+    assert sorted(seen[1:]) == sorted(
+        [("course-0", "amy"), ("course-0", "dan"), ("course-1", "bob"), ("course-1", "eve"),
+         ("course-2", "cy")]
+    )  # fmt: skip
+    rows = _rows(out / "grades.csv")
+    assert sorted(rows) == sorted([*students, "notes.txt"])
+    assert all(rows[s]["note"] == f"stand-in grade of {s}" for s in students)
+    assert sorted(p.stem for p in (out / "feedback").iterdir()) == students
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o700
+
+
 def test_make_assignments_deletes_no_file_it_did_not_write(tmp_path, capsys) -> None:
     course, lessons = tmp_path / "course", [assignments.lesson_for(LESSON, "en")]
     assignments.write_course(course, "en", lessons)

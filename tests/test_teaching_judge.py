@@ -283,7 +283,13 @@ def _class_of_cheats(course: Path, name: str, cheats: dict[str, str], first: str
 
 
 def _grade_class(
-    tmp_path: Path, number: str, lang: str, cheats: dict[str, str], first: str, cell_s: int = 90
+    tmp_path: Path,
+    number: str,
+    lang: str,
+    cheats: dict[str, str],
+    first: str,
+    cell_s: int = 90,
+    jobs: int = 1,
 ):
     from tools.teaching.grade import grade
 
@@ -294,7 +300,9 @@ def _grade_class(
     submitted.mkdir()
     for student, nb in _class_of_cheats(course, lesson.stem, cheats, first).items():
         nbformat.write(nb, submitted / f"{student}.ipynb")
-    csv_path = grade(number, submitted, tmp_path / "out", lang, cell_timeout=cell_s, timeout=900)
+    csv_path = grade(
+        number, submitted, tmp_path / "out", lang, cell_timeout=cell_s, timeout=900, jobs=jobs
+    )
     with csv_path.open(encoding="utf-8") as f:
         return {row["student"]: row for row in csv.DictReader(f)}, tmp_path / "out"
 
@@ -323,7 +331,8 @@ def test_no_cheat_changes_a_verdict_of_lesson_01(tmp_path, lang) -> None:
         pytest.skip(sandbox.check_host())
     probe = Path("/tmp/pwned-by-a-submission")
     cheats = CHEATS if lang == "en" else AT_ONCE
-    rows, out = _grade_class(tmp_path, "01", lang, cheats, "ex01_q1")
+    # two side by side (grade --jobs 2), as a teacher on a 2-core machine would
+    rows, out = _grade_class(tmp_path, "01", lang, cheats, "ex01_q1", jobs=2)
     checks = [f"ex01_q{n}" for n in range(1, 5)]
     assert set(rows) == set(cheats)
     for student in cheats:

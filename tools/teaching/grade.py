@@ -51,7 +51,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -307,9 +309,14 @@ def grade(
     max_bytes: int = 20 * 2**20,
     notebooks: Path = ROOT / "notebooks",
     memory_bytes: int = 16 * 2**30,
+    jobs: int = 1,
 ) -> Path:
-    """Grade ``submissions`` against lesson ``number_`` of ``notebooks``; the path of
-    grades.csv."""
+    """Grade ``submissions`` against lesson ``number_`` of ``notebooks``, ``jobs`` submissions
+    side by side; the path of grades.csv.
+
+    Side by side, each job is an nbgrader course of its own (its gradebook, its sandbox users'
+    ledger): no two processes write one gradebook. Their exports are joined into one grades.csv.
+    """
     lesson = lesson_for(number_, lang, notebooks)
     name = lesson.stem
     if not submissions.is_dir():
@@ -321,13 +328,10 @@ def grade(
     work_root.mkdir(parents=True, exist_ok=True)
     run = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
     os.chmod(run, 0o711)  # a kernel's user may pass through to its own folder, not list
-    course, boxes, reports = run / "course", run / "sandboxes", run / "reports"
-    course.mkdir(mode=0o700)
-    boxes.mkdir(mode=0o711)
+    reports, accepted = run / "reports", run / "accepted"
     reports.mkdir(mode=0o700)
-    ledger = run / "users"
+    accepted.mkdir(mode=0o700)
     log = _Log()
-    hidden = [str(p) for p in (course, reports, submissions.resolve(), out.resolve())]
     kernel_env = [
         f"BLITZ_LANG={lang}",
         "CUDA_VISIBLE_DEVICES=",  # graded on the CPU: same numbers on every machine
@@ -340,7 +344,12 @@ def grade(
         if value := os.environ.get(setting):
             path_like = setting != data.CHOICE_ENV  # the kernel runs in its own folder
             kernel_env.append(f"{setting}={Path(value).resolve() if path_like else value}")
-    grading = f"""
+    jobs = max(1, jobs)
+    courses = [run / f"course-{k}" for k in range(jobs)]
+    hidden = [str(p) for p in (*courses, reports, accepted, submissions.resolve(), out.resolve())]
+
+    def grading(k: int) -> str:
+        return f"""
 # The grader's course (tools/teaching/grade.py): each submission's kernel sandboxed and bounded.
 {AUTOGRADE_STEPS}
 c.SandboxedExecute.timeout = {cell_timeout}
@@ -349,19 +358,22 @@ c.SandboxedExecute.report_dir = {str(reports)!r}
 c.JudgedExecute.verdicts_dir = {str(reports)!r}
 c.JudgedExecute.lang = {lang!r}
 c.JudgedExecute.request_timeout = {cell_timeout}
-c.SandboxKernelManager.work_root = {str(boxes)!r}
-c.SandboxKernelManager.ledger = {str(ledger)!r}
+c.SandboxKernelManager.work_root = {str(run / f"sandboxes-{k}")!r}
+c.SandboxKernelManager.ledger = {str(run / f"users-{k}")!r}
 c.SandboxKernelManager.hidden_paths = {hidden!r}
 c.SandboxKernelManager.kernel_env = {kernel_env!r}
 c.SandboxKernelManager.memory = {memory_bytes}
 """
+
     notes: dict[str, str] = {}
     said = None
+    lock = threading.Lock()  # one line at a time from the jobs
 
     def say(line: str, err: bool = False) -> None:
-        print(f"grade: {line}", file=sys.stderr if err else sys.stdout)
-        said.write(line + "\n")
-        said.flush()
+        with lock:
+            print(f"grade: {line}", file=sys.stderr if err else sys.stdout, flush=True)
+            said.write(line + "\n")
+            said.flush()
 
     try:
         # every student's grades and feedback: the teacher's alone (TEACHING.md)
@@ -372,8 +384,8 @@ c.SandboxKernelManager.memory = {memory_bytes}
         logs.mkdir()
         said = (record / "grade.log").open("a", encoding="utf-8")
         log.say = say
-        write_course(course, lang, [lesson], grading)
-        say(f"run {record.name}: lesson {number_} ({lang}), submissions from {submissions}")
+        side = f", {jobs} side by side" if jobs > 1 else ""
+        say(f"run {record.name}: lesson {number_} ({lang}), submissions from {submissions}{side}")
         graded = []
         files = sorted(submissions.iterdir())
         notebooks_of = {p.name[: -len(".ipynb")] for p in files if p.name.endswith(".ipynb")}
@@ -405,14 +417,26 @@ c.SandboxKernelManager.memory = {memory_bytes}
                 notes[student] = str(why)
                 say(f"{student}: {why}")
                 continue
-            folder = course / "submitted" / student / name
-            folder.mkdir(parents=True)
-            nbformat.write(nb, folder / f"{name}.ipynb")
+            nbformat.write(nb, accepted / f"{student}.ipynb")  # as read: later changes unseen
             graded.append(student)
 
-        def autograde(student: str) -> str | None:
+        # no more courses than submissions: each costs nbgrader's generate_assignment
+        courses = courses[: max(1, min(jobs, len(graded)))]
+        share = {course: graded[k :: len(courses)] for k, course in enumerate(courses)}
+        course_of = {s: course for course, mine in share.items() for s in mine}
+        for k, course in enumerate(courses):
+            course.mkdir(mode=0o700)
+            (run / f"sandboxes-{k}").mkdir(mode=0o711)
+            write_course(course, lang, [lesson], grading(k))
+            for student in share[course]:
+                folder = course / "submitted" / student / name
+                folder.mkdir(parents=True)
+                os.replace(accepted / f"{student}.ipynb", folder / f"{name}.ipynb")
+
+        def autograde(course: Path, student: str) -> str | None:
+            k = courses.index(course)
             note = _autograde(course, name, student, timeout + GRACE_S, logs, memory_bytes)
-            _sweep(ledger, log)
+            _sweep(run / f"users-{k}", log)
             record_verdicts(course, name, student, reports / f"{student}.verdicts.json")
             report = reports / f"{student}.txt"
             if note is None and report.exists():
@@ -421,12 +445,13 @@ c.SandboxKernelManager.memory = {memory_bytes}
 
         # The lesson's own solutions first, in this very configuration (limits, data): if they
         # lose a point, every student would too, through no fault of theirs
+        first = courses[0]
         if graded:
             started = time.monotonic()
-            folder = course / "submitted" / SOLUTION_ID / name
+            folder = first / "submitted" / SOLUTION_ID / name
             folder.mkdir(parents=True)
-            shutil.copyfile(course / "source" / name / f"{name}.ipynb", folder / f"{name}.ipynb")
-            lost = solutions_lost(course, name, autograde(SOLUTION_ID))
+            shutil.copyfile(first / "source" / name / f"{name}.ipynb", folder / f"{name}.ipynb")
+            lost = solutions_lost(first, name, autograde(first, SOLUTION_ID))
             if lost:
                 limits = (
                     f"--memory-gb {memory_bytes / 2**30:g}, --cell-timeout {cell_timeout}, "
@@ -437,37 +462,56 @@ c.SandboxKernelManager.memory = {memory_bytes}
                     f"so nobody was graded: {lost} (see {logs / SOLUTION_ID}.log)"
                 )
             say(f"the lesson's own solutions: full marks in {time.monotonic() - started:.1f} s")
-        for student in graded:
-            started = time.monotonic()
-            note = autograde(student)
-            if note:
-                notes[student] = note
-            say(
-                f"{student}: graded in {time.monotonic() - started:.1f} s"
-                + (f" ({note})" if note else "")
+
+        def grade_share(course: Path) -> None:
+            for student in share[course]:
+                started = time.monotonic()
+                note = autograde(course, student)
+                if note:
+                    notes[student] = note
+                say(
+                    f"{student}: graded in {time.monotonic() - started:.1f} s"
+                    + (f" ({note})" if note else "")
+                )
+
+        with ThreadPoolExecutor(len(courses)) as pool:
+            for done_ in [pool.submit(grade_share, course) for course in courses]:
+                done_.result()  # a job's error stops the run, as it would one at a time
+
+        # each course's export: its own students, and (the first) every file not graded
+        rows: list[list[str]] = []
+        for course in courses:
+            mine = {s: n for s, n in notes.items() if course_of.get(s, first) == course}
+            (run / "notes.json").write_text(json.dumps(mine), encoding="utf-8")
+            if share[course]:
+                done = nbgrader(course, "generate_feedback", name, "--force")
+                if done.returncode != 0:
+                    say(f"nbgrader generate_feedback: {failure(done)}", err=True)
+            part = run / f"grades-{courses.index(course)}.csv"
+            done = nbgrader(
+                course,
+                "export",
+                f"--to={part}",
+                f"--ScoresCsv.notes={run / 'notes.json'}",
+                f"--assignment={name}",
             )
-        (run / "notes.json").write_text(json.dumps(notes), encoding="utf-8")
-        if graded:
-            done = nbgrader(course, "generate_feedback", name, "--force")
             if done.returncode != 0:
-                say(f"nbgrader generate_feedback: {failure(done)}", err=True)
+                raise AssignmentError(f"nbgrader export: {failure(done)}")
+            with part.open(encoding="utf-8", newline="") as f:
+                header, *body = list(csv.reader(f))
+            rows += body
         run_csv = record / "grades.csv"
-        done = nbgrader(
-            course,
-            "export",
-            f"--to={run_csv}",
-            f"--ScoresCsv.notes={run / 'notes.json'}",
-            f"--assignment={name}",
-        )
-        if done.returncode != 0:
-            raise AssignmentError(f"nbgrader export: {failure(done)}")
+        with run_csv.open("w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(sorted(rows, key=lambda row: row[0]))
         feedback, kept = out / "feedback", record / "feedback"
         feedback.mkdir(exist_ok=True)
         kept.mkdir()
         # a page per student id; a file refused for its name has its row, and no page
         pages = [s for s in sorted(set(graded) | set(notes)) if STUDENT_ID.fullmatch(s)]
         for student in pages:
-            page = course / "feedback" / student / name / f"{name}.html"
+            page = course_of.get(student, first) / "feedback" / student / name / f"{name}.html"
             target = kept / f"{student}.html"
             if page.exists():
                 target.write_text(safe_page(page.read_text(encoding="utf-8")), encoding="utf-8")
@@ -487,7 +531,8 @@ c.SandboxKernelManager.memory = {memory_bytes}
     finally:
         if said:
             said.close()
-        _sweep(ledger, log)
+        for k in range(jobs):
+            _sweep(run / f"users-{k}", log)
         remove(within(work_root, run.name))
 
 
@@ -592,6 +637,22 @@ def _autograde(
     return None
 
 
+def default_jobs(memory_bytes: int) -> int:
+    """Submissions side by side: one a CPU core this process may use, no more than the
+    machine's memory holds at ``memory_bytes`` each (each submission's cap), at least one;
+    a line when memory is what limits it."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    jobs = max(1, min(cores or 1, total // memory_bytes))
+    if jobs < (cores or 1):
+        print(
+            f"grade: {jobs} submission(s) at a time, not {cores} (one a core): at "
+            f"{memory_bytes / 2**30:g} GB each, more would not fit this machine's "
+            f"{total / 2**30:.1f} GB (--memory-gb lowers the cap, --jobs sets the number)"
+        )
+    return jobs
+
+
 def _folder_given(text: str) -> Path:
     # `make grade` without SUBMISSIONS passes "": that is no folder, not the current one
     if not text.strip():
@@ -637,6 +698,13 @@ def main(argv: list[str] | None = None) -> int:
         help="largest submission read",
     )
     parser.add_argument(
+        "--jobs",
+        type=number(int, least=1, most=64),
+        metavar="N",
+        help="submissions graded side by side (default: one a CPU core, as many as the "
+        "machine's memory holds at --memory-gb each)",
+    )
+    parser.add_argument(
         "--memory-gb",
         type=number(float, above=0, most=1024),
         default=16,
@@ -655,6 +723,8 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or ROOT / "build" / "grades" / (
             lesson.stem + ("" if args.lang == "en" else f"-{args.lang}")
         )
+        memory_bytes = int(args.memory_gb * 2**30)
+        jobs = args.jobs or default_jobs(memory_bytes)
         started = time.monotonic()
         csv = grade(
             args.lesson,
@@ -664,7 +734,8 @@ def main(argv: list[str] | None = None) -> int:
             args.cell_timeout,
             args.timeout,
             int(args.max_mb * 2**20),
-            memory_bytes=int(args.memory_gb * 2**30),
+            memory_bytes=memory_bytes,
+            jobs=jobs,
         )
     except (LessonError, AssignmentError, AssertionError) as err:
         print(f"grade: {err}", file=sys.stderr)
