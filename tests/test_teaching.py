@@ -203,19 +203,27 @@ def test_a_run_updates_its_students_rows_and_keeps_every_other(tmp_path) -> None
     ] + [" added (0 points)"]
 
 
-def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monkeypatch) -> None:
+def _stand_in_grading(monkeypatch) -> list[tuple[str, str]]:
+    """No kernel: the routing is tested. The (course folder, student) of each grading, in order;
+    each student's note says it was a stand-in."""
     from tools.teaching import grade as grader
 
-    autograded = []
+    seen = []
 
-    # no kernel: the routing is tested
     def autograde(course, name, student, limit_s, logs, memory_bytes):
-        autograded.append(student)
+        seen.append((course.name, student))
         (logs / f"{student}.log").write_text("stand-in")
         return f"stand-in grade of {student}"
 
     monkeypatch.setattr(grader, "_autograde", autograde)
     monkeypatch.setattr(grader, "solutions_lost", lambda course, name, note: "")
+    return seen
+
+
+def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monkeypatch) -> None:
+    from tools.teaching import grade as grader
+
+    seen = _stand_in_grading(monkeypatch)
     release = _release(courses["en"]).read_bytes()
     first = tmp_path / "first"
     first.mkdir()
@@ -225,7 +233,7 @@ def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monk
     (first / "bob.ipynb").write_text("{not json")
     out = tmp_path / "out"
     grader.grade(LESSON, first, out)
-    assert autograded == [grader.SOLUTION_ID, "carol"]  # the lesson's solutions first
+    assert [s for _, s in seen] == [grader.SOLUTION_ID, "carol"]  # the lesson's solutions first
     rows = _rows(out / "grades.csv")
     assert sorted(rows) == sorted(
         ["'=x.ipynb'", "a b.ipynb", "bob", "carol", "carol.html", "gina.v2.ipynb", "ålice.ipynb"]
@@ -268,15 +276,7 @@ def test_side_by_side_every_student_has_one_row_and_one_page(
     class's rows and pages are those of one job, the solutions graded first, alone."""
     from tools.teaching import grade as grader
 
-    seen = []
-
-    def autograde(course, name, student, limit_s, logs, memory_bytes):
-        seen.append((course.name, student))
-        (logs / f"{student}.log").write_text("stand-in")
-        return f"stand-in grade of {student}"
-
-    monkeypatch.setattr(grader, "_autograde", autograde)
-    monkeypatch.setattr(grader, "solutions_lost", lambda course, name, note: "")
+    seen = _stand_in_grading(monkeypatch)
     release = _release(courses["en"]).read_bytes()
     submitted = tmp_path / "submitted"
     submitted.mkdir()
