@@ -210,7 +210,7 @@ def _stand_in_grading(monkeypatch) -> list[tuple[str, str]]:
 
     seen = []
 
-    def autograde(course, name, student, limit_s, logs, memory_bytes):
+    def autograde(course, name, student, limit_s, logs, memory_bytes, lang="en"):
         seen.append((course.name, student))
         (logs / f"{student}.log").write_text("stand-in")
         return f"stand-in grade of {student}"
@@ -296,6 +296,23 @@ def test_side_by_side_every_student_has_one_row_and_one_page(
     assert all(rows[s]["note"] == f"stand-in grade of {s}" for s in students)
     assert sorted(p.stem for p in (out / "feedback").iterdir()) == students
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_chinese_course_is_graded_in_chinese(courses, tmp_path, monkeypatch, capsys) -> None:
+    """COURSE_LANG=zh make grade (--lang zh): the grader's lines and the notes in grades.csv
+    are Chinese, the facts (names, numbers) the same."""
+    from tools.teaching import grade as grader
+
+    _stand_in_grading(monkeypatch)
+    submitted = tmp_path / "submitted"
+    submitted.mkdir()
+    (submitted / "bob.ipynb").write_text("{not json")
+    (submitted / "carol.ipynb").write_bytes(_release(courses["zh"]).read_bytes())
+    grader.grade(LESSON, submitted, tmp_path / "out", "zh")
+    rows = _rows(tmp_path / "out" / "grades.csv")
+    assert rows["bob"]["note"] == "不是笔记本：文件不是有效的 JSON（第 1 行，第 2 列）"
+    said = capsys.readouterr().out
+    assert "课程自带的答案：满分" in said and "carol：新增（0 分）" in said, said
 
 
 def test_make_assignments_deletes_no_file_it_did_not_write(tmp_path, capsys) -> None:

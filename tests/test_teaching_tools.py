@@ -560,3 +560,29 @@ def test_the_grader_writes_nothing_through_a_link(
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "is a link" in err, err
     assert not any(elsewhere.rglob("*")), sorted(elsewhere.rglob("*"))
+
+
+def test_every_line_the_grader_says_has_its_chinese() -> None:
+    """COURSE_LANG=zh make grade: each template the grader and its sandbox fill in
+    (tools/teaching/words.py's in_lang) has a Chinese line with the same fields."""
+    import ast
+    import re
+
+    from tools.teaching.words import ZH
+
+    used = []
+    for module in ("grade.py", "sandbox.py"):
+        tree = ast.parse((ROOT / "tools" / "teaching" / module).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "in_lang":
+                template = node.args[1]
+                assert isinstance(template, ast.Constant), (module, node.lineno)  # no f-string
+                used.append(template.value)
+    assert len(used) >= 25
+    assert [t for t in used if t not in ZH] == []
+    assert sorted(set(ZH) - set(used)) == []  # no line left behind
+
+    def fields(text: str) -> list[str]:
+        return sorted(set(re.findall(r"\{(\w+)", text)))
+
+    assert [en for en, zh in ZH.items() if fields(en) != fields(zh)] == []

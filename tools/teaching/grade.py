@@ -78,6 +78,7 @@ from tools.teaching.assignments import (
     nbgrader_env,
     write_course,
 )
+from tools.teaching.words import in_lang
 from utils import data
 from utils.cli import number
 
@@ -122,44 +123,68 @@ class Refused(Exception):
     """A submission that is not graded; the message is its one line."""
 
 
-def read_submission(path: Path, max_bytes: int, number_: str):
+def read_submission(path: Path, max_bytes: int, number_: str, lang: str = "en"):
     """The notebook in ``path``, or :class:`Refused` saying why it cannot be graded."""
     if not path.name.lower().endswith(".ipynb"):
-        raise Refused(f"not a notebook: {path.name} is not an .ipynb file")
+        raise Refused(in_lang(lang, "not a notebook: {name} is not an .ipynb file", name=path.name))
     if not is_regular(path):
-        raise Refused(f"not a plain file: {path.name} (a link, folder or device is not read)")
+        raise Refused(
+            in_lang(
+                lang,
+                "not a plain file: {name} (a link, folder or device is not read)",
+                name=path.name,
+            )
+        )
     size = path.lstat().st_size
     if size > max_bytes:
-        raise Refused(f"too large: {size / 2**20:.1f} MB, more than {max_bytes / 2**20:g} MB")
+        raise Refused(
+            in_lang(
+                lang,
+                "too large: {size:.1f} MB, more than {most:g} MB",
+                size=size / 2**20,
+                most=max_bytes / 2**20,
+            )
+        )
     with path.open("rb") as f:
         data = f.read(max_bytes + 1)  # bounded even if the file grew since
     if len(data) > max_bytes:
-        raise Refused(f"too large: more than {max_bytes / 2**20:g} MB")
+        raise Refused(in_lang(lang, "too large: more than {most:g} MB", most=max_bytes / 2**20))
     try:
         text = data.decode("utf-8")
         parsed = json.loads(text)
     except UnicodeDecodeError:
-        raise Refused("not a notebook: the file is not UTF-8 text") from None
+        raise Refused(in_lang(lang, "not a notebook: the file is not UTF-8 text")) from None
     except (json.JSONDecodeError, RecursionError) as err:
-        where = f" (line {err.lineno}, column {err.colno})" if hasattr(err, "lineno") else ""
-        raise Refused(f"not a notebook: the file is not valid JSON{where}") from None
+        where = (
+            in_lang(lang, " (line {line}, column {column})", line=err.lineno, column=err.colno)
+            if hasattr(err, "lineno")
+            else ""
+        )
+        raise Refused(
+            in_lang(lang, "not a notebook: the file is not valid JSON{where}", where=where)
+        ) from None
     if not (
         isinstance(parsed, dict)
         and isinstance(parsed.get("nbformat"), int)
         and isinstance(parsed.get("cells"), list)
     ):
-        raise Refused("not a Jupyter notebook: JSON without a notebook's version and cells")
+        raise Refused(
+            in_lang(lang, "not a Jupyter notebook: JSON without a notebook's version and cells")
+        )
     try:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as err:  # nbformat's validation errors have many types
         first = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
-        raise Refused(f"not a valid Jupyter notebook: {first}") from None
+        raise Refused(in_lang(lang, "not a valid Jupyter notebook: {first}", first=first)) from None
     ids = {(cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id") for cell in nb.cells}
     if not any(isinstance(i, str) and i.startswith(f"ex{number_}_q") for i in ids):
         raise Refused(
-            f"not lesson {number_}'s assignment: none of its check cells (ex{number_}_q1, ...) "
-            "is in it"
+            in_lang(
+                lang,
+                "not lesson {n}'s assignment: none of its check cells (ex{n}_q1, ...) is in it",
+                n=number_,
+            )
         )
     return nb
 
@@ -258,7 +283,7 @@ def _points(row: dict[str, str]) -> str:
     return row.get("total") or "0"
 
 
-def merge(latest: Path, run_csv: Path, say) -> None:
+def merge(latest: Path, run_csv: Path, say, lang: str = "en") -> None:
     """Fold this run's rows (``run_csv``) into ``latest``: its students' rows added or updated,
     every other row kept, one line per student of this run saying what changed."""
     fields, new = _read_rows(run_csv)
@@ -272,13 +297,39 @@ def merge(latest: Path, run_csv: Path, say) -> None:
     for student, row in sorted(new.items()):
         before = old.get(student)
         if before is None:
-            say(f"{student}: added ({_points(row)} points)")
+            say(
+                in_lang(
+                    lang, "{student}: added ({points} points)", student=student, points=_points(row)
+                )
+            )
         elif all(before.get(c, "") == row.get(c, "") for c in fields):
-            say(f"{student}: unchanged ({_points(row)} points)")
+            say(
+                in_lang(
+                    lang,
+                    "{student}: unchanged ({points} points)",
+                    student=student,
+                    points=_points(row),
+                )
+            )
         elif _points(before) != _points(row):
-            say(f"{student}: updated from {_points(before)} to {_points(row)} points")
+            say(
+                in_lang(
+                    lang,
+                    "{student}: updated from {before} to {points} points",
+                    student=student,
+                    before=_points(before),
+                    points=_points(row),
+                )
+            )
         else:
-            say(f"{student}: updated, still {_points(row)} points (a score or the note changed)")
+            say(
+                in_lang(
+                    lang,
+                    "{student}: updated, still {points} points (a score or the note changed)",
+                    student=student,
+                    points=_points(row),
+                )
+            )
         old[student] = row
     part = latest.with_name(f".{latest.name}.part")
     with part.open("w", encoding="utf-8", newline="") as f:
@@ -357,6 +408,7 @@ c.SandboxedExecute.submission_timeout = {timeout}
 c.SandboxedExecute.report_dir = {str(reports)!r}
 c.JudgedExecute.verdicts_dir = {str(reports)!r}
 c.JudgedExecute.lang = {lang!r}
+c.SandboxedExecute.lang = {lang!r}
 c.JudgedExecute.request_timeout = {cell_timeout}
 c.SandboxKernelManager.work_root = {str(run / f"sandboxes-{k}")!r}
 c.SandboxKernelManager.ledger = {str(run / f"users-{k}")!r}
@@ -384,14 +436,24 @@ c.SandboxKernelManager.memory = {memory_bytes}
         logs.mkdir()
         said = (record / "grade.log").open("a", encoding="utf-8")
         log.say = say
-        side = f", {jobs} side by side" if jobs > 1 else ""
-        say(f"run {record.name}: lesson {number_} ({lang}), submissions from {submissions}{side}")
+        side = in_lang(lang, ", {jobs} side by side", jobs=jobs) if jobs > 1 else ""
+        say(
+            in_lang(
+                lang,
+                "run {record}: lesson {n} ({lang}), submissions from {folder}{side}",
+                record=record.name,
+                n=number_,
+                lang=lang,
+                folder=submissions,
+                side=side,
+            )
+        )
         graded = []
         files = sorted(submissions.iterdir())
         notebooks_of = {p.name[: -len(".ipynb")] for p in files if p.name.endswith(".ipynb")}
         for path in files:
             if path.name.startswith("."):
-                say(f"ignored {path.name!r} (a hidden file)")
+                say(in_lang(lang, "ignored {name!r} (a hidden file)", name=path.name))
                 continue
             # a student's row is theirs alone: any other file (carol.html beside carol.ipynb)
             # gets a row keyed by its whole file name
@@ -399,20 +461,25 @@ c.SandboxKernelManager.memory = {memory_bytes}
             if student is None or not STUDENT_ID.fullmatch(student):
                 key = row_key(path.name)
                 if student is None and not path.name.lower().endswith(".ipynb"):
-                    why = f"not a notebook: {path.name} is not an .ipynb file"
+                    why = in_lang(
+                        lang, "not a notebook: {name} is not an .ipynb file", name=path.name
+                    )
                     stem = path.name.rsplit(".", 1)[0]
                     if stem in notebooks_of:
-                        why += f" (student {stem} is graded from {stem}.ipynb)"
+                        why += in_lang(
+                            lang, " (student {stem} is graded from {stem}.ipynb)", stem=stem
+                        )
                 else:
-                    why = (
+                    why = in_lang(
+                        lang,
                         "not graded: a student id (the file name before .ipynb) is letters, "
-                        "digits, - and _, starting with a letter or digit; rename the file"
+                        "digits, - and _, starting with a letter or digit; rename the file",
                     )
                 notes[key] = why
                 say(f"{key}: {why}")
                 continue
             try:
-                nb = read_submission(path, max_bytes, number_)
+                nb = read_submission(path, max_bytes, number_, lang)
             except Refused as why:
                 notes[student] = str(why)
                 say(f"{student}: {why}")
@@ -435,7 +502,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
 
         def autograde(course: Path, student: str) -> str | None:
             k = courses.index(course)
-            note = _autograde(course, name, student, timeout + GRACE_S, logs, memory_bytes)
+            note = _autograde(course, name, student, timeout + GRACE_S, logs, memory_bytes, lang)
             _sweep(run / f"users-{k}", log)
             record_verdicts(course, name, student, reports / f"{student}.verdicts.json")
             report = reports / f"{student}.txt"
@@ -461,7 +528,13 @@ c.SandboxKernelManager.memory = {memory_bytes}
                     f"the lesson's own solutions lose points in this configuration ({limits}), "
                     f"so nobody was graded: {lost} (see {logs / SOLUTION_ID}.log)"
                 )
-            say(f"the lesson's own solutions: full marks in {time.monotonic() - started:.1f} s")
+            say(
+                in_lang(
+                    lang,
+                    "the lesson's own solutions: full marks in {s:.1f} s",
+                    s=time.monotonic() - started,
+                )
+            )
 
         def grade_share(course: Path) -> None:
             for student in share[course]:
@@ -469,8 +542,9 @@ c.SandboxKernelManager.memory = {memory_bytes}
                 note = autograde(course, student)
                 if note:
                     notes[student] = note
+                took = time.monotonic() - started
                 say(
-                    f"{student}: graded in {time.monotonic() - started:.1f} s"
+                    in_lang(lang, "{student}: graded in {s:.1f} s", student=student, s=took)
                     + (f" ({note})" if note else "")
                 )
 
@@ -525,8 +599,8 @@ c.SandboxKernelManager.memory = {memory_bytes}
         csv_path = out / "grades.csv"
         if why := _output_refusal(out, OUTPUT_NAMES):
             raise AssignmentError(f"{why}; this run's grades are in {run_csv}")
-        merge(csv_path, run_csv, say)
-        say(f"this run's record: {record}")
+        merge(csv_path, run_csv, say, lang)
+        say(in_lang(lang, "this run's record: {record}", record=record))
         return csv_path
     finally:
         if said:
@@ -612,7 +686,13 @@ def in_a_teachers_words(said: str, memory_bytes: int, log_name: str) -> str:
 
 
 def _autograde(
-    course: Path, name: str, student: str, limit_s: int, logs: Path, memory_bytes: int
+    course: Path,
+    name: str,
+    student: str,
+    limit_s: int,
+    logs: Path,
+    memory_bytes: int,
+    lang: str = "en",
 ) -> str | None:
     """Run nbgrader autograde for one student, its log in ``logs``; a note when nbgrader
     itself failed."""
@@ -628,7 +708,7 @@ def _autograde(
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            return f"the grader stopped after {limit_s} s: not graded"
+            return in_lang(lang, "the grader stopped after {s} s: not graded", s=limit_s)
         if process.returncode != 0:
             log.seek(0)
             said = log.read().decode("utf-8", "replace")
@@ -740,9 +820,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LessonError, AssignmentError, AssertionError) as err:
         print(f"grade: {err}", file=sys.stderr)
         return 2
-    print(
-        f"grade: {csv} and {csv.parent / 'feedback'}/ written in {time.monotonic() - started:.0f} s"
-    )
+    took = time.monotonic() - started
+    print("grade: " + in_lang(args.lang, "{csv} and {feedback}/ written in {s:.0f} s", csv=csv,
+                           feedback=csv.parent / "feedback", s=took))  # fmt: skip
     print(csv.read_text(encoding="utf-8"), end="")
     return 0
 

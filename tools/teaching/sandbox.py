@@ -76,6 +76,8 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Integer, List, Unicode
 
+from tools.teaching.words import in_lang
+
 USER_PREFIX = "bgr"  # "blitz grader": the throw-away users' names begin so
 # The world-writable folders on a Debian machine: private tmpfs inside the kernel's sandbox,
 # searched for the user's files afterwards all the same.
@@ -567,6 +569,9 @@ class SandboxedExecute(Execute):
         kwargs["kernel_manager_class"] = SandboxKernelManager  # Execute's own default wins else
         super().__init__(**kwargs)
 
+    lang = Unicode("en", help="the language of the notes (tools/teaching/words.py)").tag(
+        config=True
+    )
     report_dir = Unicode("", help="folder for <student>.txt: why cells were not run").tag(
         config=True
     )
@@ -584,10 +589,23 @@ class SandboxedExecute(Execute):
             said = [self._stopped] if self._stopped else []
             if self._interrupted:
                 cells = ", ".join(map(str, self._interrupted))
-                said.insert(0, f"interrupted after {self.timeout} s: code cell {cells}")
+                said.insert(
+                    0,
+                    in_lang(
+                        self.lang,
+                        "interrupted after {s} s: code cell {cells}",
+                        s=self.timeout,
+                        cells=cells,
+                    ),
+                )
             if said and self.report_dir and student:
                 report = Path(self.report_dir) / f"{student}.txt"
                 report.write_text("; ".join(said), encoding="utf-8")
+
+    def _time_ran_out(self) -> str:
+        return in_lang(
+            self.lang, "the submission's time limit ({s} s) ran out", s=self.submission_timeout
+        )
 
     def _cell_timeout(self, cell) -> int:
         left = self._deadline - time.monotonic()
@@ -599,9 +617,11 @@ class SandboxedExecute(Execute):
                 cell, cell_index, execution_count, store_history
             )
         if self._stopped is None and time.monotonic() >= self._deadline:
-            self._stopped = f"the submission's time limit ({self.submission_timeout} s) ran out"
+            self._stopped = self._time_ran_out()
         if self._stopped is not None:
-            cell.outputs = [_error("NotRun", f"not run: {self._stopped}")]
+            cell.outputs = [
+                _error("NotRun", in_lang(self.lang, "not run: {why}", why=self._stopped))
+            ]
             return cell
         try:
             cell = await super().async_execute_cell(
@@ -610,18 +630,25 @@ class SandboxedExecute(Execute):
         except DeadKernelError:
             cgroup = getattr(self.km, "cgroup", None)
             if cgroup is not None and cgroup.ran_out_of_memory():
-                self._stopped = (
-                    f"code cell {execution_count or cell_index} used up the submission's memory "
-                    f"(--memory-gb {self.km.memory / 2**30:g}) and the kernel was stopped"
+                self._stopped = in_lang(
+                    self.lang,
+                    "code cell {n} used up the submission's memory (--memory-gb {gb:g}) and "
+                    "the kernel was stopped",
+                    n=execution_count or cell_index,
+                    gb=self.km.memory / 2**30,
                 )
             else:
-                self._stopped = "the kernel stopped (the code above crashed or exited)"
+                self._stopped = in_lang(
+                    self.lang, "the kernel stopped (the code above crashed or exited)"
+                )
             cell.outputs.append(_error("DeadKernelError", self._stopped))
         except CellTimeoutError:
-            self._stopped = f"a cell did not stop within {self.timeout} s, even when interrupted"
+            self._stopped = in_lang(
+                self.lang, "a cell did not stop within {s} s, even when interrupted", s=self.timeout
+            )
             cell.outputs.append(_error("CellTimeoutError", self._stopped))
         if self._stopped is None and time.monotonic() >= self._deadline:
-            self._stopped = f"the submission's time limit ({self.submission_timeout} s) ran out"
+            self._stopped = self._time_ran_out()
             if not any(o.output_type == "error" for o in cell.outputs):
                 cell.outputs.append(_error("TimeLimit", self._stopped))
         elif self._stopped is None and any(

@@ -1,0 +1,67 @@
+"""The grader's own lines and notes in the course's language (``--lang zh``, which
+``COURSE_LANG=zh make grade`` passes): the English template is the key, as gettext's msgid is,
+and a template without a Chinese line stays English. Values (names, numbers, paths) are
+filled in after the choice, so both languages say the same facts."""
+
+from __future__ import annotations
+
+ZH = {
+    # grades.csv's notes and the feedback page of a submission that was not graded
+    "not a notebook: {name} is not an .ipynb file": "不是笔记本：{name} 不是 .ipynb 文件",
+    " (student {stem} is graded from {stem}.ipynb)": "（学生 {stem} 按 {stem}.ipynb 批改）",
+    "not a plain file: {name} (a link, folder or device is not read)": (
+        "不是普通文件：{name}（链接、文件夹或设备不会被读取）"
+    ),
+    "too large: {size:.1f} MB, more than {most:g} MB": "太大：{size:.1f} MB，超过 {most:g} MB",
+    "too large: more than {most:g} MB": "太大：超过 {most:g} MB",
+    "not a notebook: the file is not UTF-8 text": "不是笔记本：文件不是 UTF-8 文本",
+    "not a notebook: the file is not valid JSON{where}": "不是笔记本：文件不是有效的 JSON{where}",
+    " (line {line}, column {column})": "（第 {line} 行，第 {column} 列）",
+    "not a Jupyter notebook: JSON without a notebook's version and cells": (
+        "不是 Jupyter 笔记本：这个 JSON 没有笔记本的版本号和单元格"
+    ),
+    "not a valid Jupyter notebook: {first}": "不是有效的 Jupyter 笔记本：{first}",
+    "not lesson {n}'s assignment: none of its check cells (ex{n}_q1, ...) is in it": (
+        "不是第 {n} 课的作业：里面没有它的任何检查单元格（ex{n}_q1 等）"
+    ),
+    "not graded: a student id (the file name before .ipynb) is letters, digits, - and _, "
+    "starting with a letter or digit; rename the file": (
+        "未批改：学生编号（.ipynb 前面的文件名）由字母、数字、- 和 _ 组成，"
+        "以字母或数字开头。请给文件改名"
+    ),
+    "the grader stopped after {s} s: not graded": "批改程序在 {s} 秒后停止：未批改",
+    "interrupted after {s} s: code cell {cells}": "{s} 秒后被中断：代码单元格 {cells}",
+    "the submission's time limit ({s} s) ran out": "提交的时间限制（{s} 秒）用完了",
+    "the kernel stopped (the code above crashed or exited)": (
+        "内核停止了（上面的代码崩溃或退出了）"
+    ),
+    "a cell did not stop within {s} s, even when interrupted": (
+        "有一个单元格在 {s} 秒内没有停下，中断后也没有"
+    ),
+    "not run: {why}": "未运行：{why}",
+    "code cell {n} used up the submission's memory (--memory-gb {gb:g}) and the kernel was "
+    "stopped": "代码单元格 {n} 用完了提交的内存（--memory-gb {gb:g}），内核被停止",
+    # the grader's lines to the teacher
+    "run {record}: lesson {n} ({lang}), submissions from {folder}{side}": (
+        "第 {record} 次批改：第 {n} 课（{lang}），提交来自 {folder}{side}"
+    ),
+    ", {jobs} side by side": "，同时批改 {jobs} 份",
+    "ignored {name!r} (a hidden file)": "忽略了 {name!r}（隐藏文件）",
+    "the lesson's own solutions: full marks in {s:.1f} s": "课程自带的答案：满分，用时 {s:.1f} 秒",
+    "{student}: graded in {s:.1f} s": "{student}：批改完毕，用时 {s:.1f} 秒",
+    "{student}: added ({points} points)": "{student}：新增（{points} 分）",
+    "{student}: unchanged ({points} points)": "{student}：不变（{points} 分）",
+    "{student}: updated from {before} to {points} points": (
+        "{student}：更新，从 {before} 分变为 {points} 分"
+    ),
+    "{student}: updated, still {points} points (a score or the note changed)": (
+        "{student}：更新，仍是 {points} 分（某项得分或备注变了）"
+    ),
+    "this run's record: {record}": "这次批改的记录：{record}",
+    "{csv} and {feedback}/ written in {s:.0f} s": "已写出 {csv} 和 {feedback}/，用时 {s:.0f} 秒",
+}
+
+
+def in_lang(lang: str, template: str, /, **values) -> str:
+    """``template`` in ``lang`` (``zh``: its Chinese line where there is one), filled in."""
+    return (ZH.get(template, template) if lang == "zh" else template).format(**values)
