@@ -321,3 +321,37 @@ def test_what_a_run_cut_short_left_is_removed_with_its_user() -> None:
     assert not any(folder.exists() for folder in cgroups)
     with pytest.raises(KeyError):
         pwd.getpwnam(name)
+
+
+@needs_host
+def test_lesson_05s_torchrun_runs_in_the_sandbox_as_on_a_learners_machine() -> None:
+    """Lesson 05's core cell launches `torchrun --standalone` (its rendezvous at localhost)
+    and the deep dives scripts/train_ddp.py: a submission graded in the sandbox runs both as a
+    learner's machine does (without loopback names each rendezvous try waited 60 s and failed,
+    and 4 minutes went on every submission of lesson 05)."""
+    code = textwrap.dedent(
+        """
+        import json, os, subprocess, sys, utils
+        with open("two.py", "w") as f:
+            f.write(
+                "import torch, torch.distributed as dist\\n"
+                "dist.init_process_group('gloo')\\n"
+                "t = torch.ones(1) * (dist.get_rank() + 1)\\n"
+                "dist.all_reduce(t)\\n"
+                "if dist.get_rank() == 0:\\n"
+                "    print('sum', int(t.item()), 'of', dist.get_world_size())\\n"
+                "dist.destroy_process_group()\\n"
+            )
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+        done = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+             "--nproc-per-node=2", "two.py"],
+            capture_output=True, text=True, timeout=90, env=env,
+        )
+        print(json.dumps({"out": done.stdout, "rc": done.returncode, "err": done.stderr[-500:],
+                          "script": os.access(utils.launch.TRAIN_DDP_SCRIPT, os.R_OK)}))
+        """
+    )
+    got = _run(code, timeout=120)
+    assert got["rc"] == 0 and "sum 3 of 2" in got["out"], got
+    assert got["script"]

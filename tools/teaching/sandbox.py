@@ -18,7 +18,8 @@ is untrusted. The grader (tools/teaching/grade.py, as root) hands nbgrader
 - **an allow-list file system** (bubblewrap, ``bwrap``): the kernel's root is an empty tmpfs
   into which only these are mounted: ``/usr`` (and the ``/bin``, ``/lib``... links or folders
   beside it) and the Python running the grader (its venv and base install) read-only, the
-  project's ``utils`` read-only (the lessons' code and checks), the paths named in
+  project's ``utils`` and ``scripts`` read-only (the lessons' code and checks, the script
+  lesson 05 launches), the paths named in
   ``read_only_paths`` and absolute paths in ``kernel_env`` (the CIFAR-10 subset) read-only,
   a few files of ``/etc`` that programs read (the loader's cache, time zone, certificates;
   not ``passwd``: the kernel gets one naming root and its own user), its own folder
@@ -88,7 +89,8 @@ TOOLS = ("bwrap", "useradd", "userdel", "setpriv", "prlimit")
 SHORT_ROOTS = ("/run", "/tmp")
 CGROUP_NAME = "blitz-grade"  # the cgroup folder under which each submission gets its own
 # What programs read in /etc (the loader's cache, time zone, certificates, alternatives' links);
-# passwd and group are written for each kernel (naming no account of the machine).
+# passwd, group and hosts are written for each kernel (naming no account or host of the
+# machine).
 ETC_READ = (
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "ssl",
     "ca-certificates", "fonts", "nsswitch.conf", "mime.types", "matplotlibrc",
@@ -359,10 +361,12 @@ def _system_mounts() -> list[str]:
 
 def needed_paths(project: Path, extra: list[str] = ()) -> list[Path]:
     """What the kernel may read: the Python running the grader (venv and base install), the
-    project's ``utils`` (the lessons' code and their checks) and ``extra``; resolved, without
-    repeats, and none that the system mounts hold already."""
+    project's ``utils`` (the lessons' code and their checks) and ``scripts`` (the script
+    lesson 05 launches) and ``extra``; resolved, without repeats, and none that the system
+    mounts hold already."""
     found: list[Path] = []
-    wanted = [Path(sys.prefix), Path(sys.base_prefix), project / "utils", *map(Path, extra)]
+    wanted = [Path(sys.prefix), Path(sys.base_prefix), project / "utils", project / "scripts"]
+    wanted += map(Path, extra)
     for path in wanted:
         real = path.resolve()
         if real.exists() and real not in found and not real.is_relative_to("/usr"):
@@ -438,6 +442,12 @@ class SandboxKernelManager(AsyncKernelManager):
             encoding="ascii",
         )
         (etc / "group").write_text(f"root:x:0:\n{name}:x:{gid}:\n", encoding="ascii")
+        # the loopback names a learner's machine resolves (torchrun --standalone rendezvous at
+        # localhost; without them each try waits 60 s for a name no one answers)
+        (etc / "hosts").write_text(
+            "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+            encoding="ascii",
+        )
         for file in etc.iterdir():
             file.chmod(0o644)  # whatever the grader's umask
         self.connection_file = str(self.box / "kernel.json")
@@ -490,6 +500,7 @@ class SandboxKernelManager(AsyncKernelManager):
             *_system_mounts(),
             "--ro-bind", str(etc / "passwd"), "/etc/passwd",
             "--ro-bind", str(etc / "group"), "/etc/group",
+            "--ro-bind", str(etc / "hosts"), "/etc/hosts",
             *_binds(readable, "--ro-bind"),
             *_binds([self.box], "--bind"),
             "--chdir", str(self.box),
