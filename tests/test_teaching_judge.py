@@ -339,7 +339,8 @@ def test_no_cheat_changes_a_verdict_of_lesson_01(tmp_path, lang) -> None:
         assert [rows[student][c] for c in checks] == ["0"] * 4, (student, rows[student])
     assert not probe.exists()
     # the feedback shows the judge's verdict, not what the kernel printed
-    page = (out / "feedback" / f"{list(cheats)[-1]}.html").read_text(encoding="utf-8")
+    forger = "forges_a_tensor" if lang == "en" else "every_other_cheat_at_once"
+    page = (out / "feedback" / f"{forger}.html").read_text(encoding="utf-8")
     assert "subclass of torch.Tensor" in page
 
 

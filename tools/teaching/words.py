@@ -43,7 +43,7 @@ ZH = {
     "stopped": "代码单元格 {n} 用完了提交的内存（--memory-gb {gb:g}），内核被停止",
     # the grader's lines to the teacher
     "run {record}: lesson {n} ({lang}), submissions from {folder}{side}": (
-        "第 {record} 次批改：第 {n} 课（{lang}），提交来自 {folder}{side}"
+        "批改 {record}：第 {n} 课（{lang}），提交来自 {folder}{side}"
     ),
     ", {jobs} side by side": "，同时批改 {jobs} 份",
     "ignored {name!r} (a hidden file)": "忽略了 {name!r}（隐藏文件）",
