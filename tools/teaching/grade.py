@@ -491,7 +491,9 @@ c.SandboxKernelManager.memory = {memory_bytes}
         courses = courses[: max(1, min(jobs, len(graded)))]
         share = {course: graded[k :: len(courses)] for k, course in enumerate(courses)}
         course_of = {s: course for course, mine in share.items() for s in mine}
-        for k, course in enumerate(courses):
+
+        def set_up(k: int) -> None:
+            course = courses[k]
             course.mkdir(mode=0o700)
             (run / f"sandboxes-{k}").mkdir(mode=0o711)
             write_course(course, lang, [lesson], grading(k))
@@ -499,6 +501,10 @@ c.SandboxKernelManager.memory = {memory_bytes}
                 folder = course / "submitted" / student / name
                 folder.mkdir(parents=True)
                 os.replace(accepted / f"{student}.ipynb", folder / f"{name}.ipynb")
+
+        # nbgrader's steps around the grading, course by course, side by side as the grading
+        with ThreadPoolExecutor(len(courses)) as pool:
+            list(pool.map(set_up, range(len(courses))))
 
         def autograde(course: Path, student: str) -> str | None:
             k = courses.index(course)
@@ -553,27 +559,31 @@ c.SandboxKernelManager.memory = {memory_bytes}
                 done_.result()  # a job's error stops the run, as it would one at a time
 
         # each course's export: its own students, and (the first) every file not graded
-        rows: list[list[str]] = []
-        for course in courses:
+        def export(k: int) -> list[list[str]]:
+            course = courses[k]
             mine = {s: n for s, n in notes.items() if course_of.get(s, first) == course}
-            (run / "notes.json").write_text(json.dumps(mine), encoding="utf-8")
+            (run / f"notes-{k}.json").write_text(json.dumps(mine), encoding="utf-8")
             if share[course]:
                 done = nbgrader(course, "generate_feedback", name, "--force")
                 if done.returncode != 0:
                     say(f"nbgrader generate_feedback: {failure(done)}", err=True)
-            part = run / f"grades-{courses.index(course)}.csv"
+            part = run / f"grades-{k}.csv"
             done = nbgrader(
                 course,
                 "export",
                 f"--to={part}",
-                f"--ScoresCsv.notes={run / 'notes.json'}",
+                f"--ScoresCsv.notes={run / f'notes-{k}.json'}",
                 f"--assignment={name}",
             )
             if done.returncode != 0:
                 raise AssignmentError(f"nbgrader export: {failure(done)}")
             with part.open(encoding="utf-8", newline="") as f:
-                header, *body = list(csv.reader(f))
-            rows += body
+                return list(csv.reader(f))
+
+        with ThreadPoolExecutor(len(courses)) as pool:
+            parts = list(pool.map(export, range(len(courses))))
+        header = parts[0][0]
+        rows = [row for part in parts for row in part[1:]]
         run_csv = record / "grades.csv"
         with run_csv.open("w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f)
