@@ -17,7 +17,7 @@ lab hub grade bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_
 
 
 
-.PHONY: help generate venv lab hub hub-disk assignments grade grade-tools data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
+.PHONY: help generate venv lab hub hub-disk assignments grade grade-tools homework collect data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
@@ -38,6 +38,8 @@ help:
 	@echo "               build/assignments/<en|zh>/release/ (hand out that folder)"
 	@echo "make grade LESSON=01 SUBMISSIONS=folder [COURSE_LANG=zh] - grades.csv, feedback per student"
 	@echo "               (as root: each submission runs as a throw-away user; see TEACHING.md)"
+	@echo "make homework LESSON=01 - hand a lesson's homework out on the hub (Lab's Assignment List)"
+	@echo "make collect LESSON=01 - collect the hub's hand-ins, grade them, release the feedback"
 	@echo "make grade-tools - install bubblewrap (Debian, as root): the grader sandboxes each submission"
 	@echo "make html     - offline teaching site in build/site (EXECUTE=1 re-runs notebooks first)"
 	@echo "make translations - notebooks/zh from notebooks/*.ipynb + translations/zh (tools/authoring/i18n.py)"
@@ -183,6 +185,21 @@ endif
 grade: $(STAMP) grade-tools
 	$(BIN)/python -m tools.teaching.grade --lesson "$(LESSON)" --submissions "$(SUBMISSIONS)" \
 		--lang "$(or $(COURSE_LANG),en)" $(GRADE_ARGS)
+
+# Homework on the hub (tools/teaching/homework.py), as root beside `make hub` (same HUB_SRV):
+# `make homework LESSON=01` hands the lesson's assignment out through nbgrader's exchange (the
+# students fetch and submit it in Lab's Assignment List); `make collect LESSON=01` collects the
+# hand-ins, grades them as make grade does (GRADE_ARGS) and releases each student's feedback.
+ifneq ($(filter homework collect,$(MAKECMDGOALS)),)
+ifeq ($(strip $(LESSON)),)
+$(error make $(filter homework collect,$(MAKECMDGOALS)) needs LESSON, the lesson's number: make $(firstword $(filter homework collect,$(MAKECMDGOALS))) LESSON=01)
+endif
+endif
+homework: $(STAMP) $(HUB_STAMP)
+	$(BIN)/python -m tools.teaching.homework release --lesson "$(LESSON)"
+
+collect: $(STAMP) $(HUB_STAMP) grade-tools
+	$(BIN)/python -m tools.teaching.homework collect --lesson "$(LESSON)" $(GRADE_ARGS)
 
 # Lesson code reused by later lessons: utils/<lesson>.py from the cells tagged `save`.
 utils: $(STAMP)

@@ -10,7 +10,10 @@ server beyond the hub's limit is refused. Then (issue 47): images pointing at th
 routes, loaded in the teacher's Chromium, change nothing while the Authorize button works;
 sign-up refuses names that can never sign in and says the rule; on one origin the teacher
 cannot open students' servers, and with HUB_DOMAIN=localhost (TLS) can, on the student's own
-site; a Lab terminal's `python` is the venv's; the links come last, in both languages. Every
+site; a Lab terminal's `python` is the venv's; the links come last, in both languages; homework
+is handed out (make homework), fetched and submitted in Lab's Assignment List, collected and
+graded (make collect, a hand-in forged in another's name refused) and its feedback fetched in
+Lab. Every
 wait is bounded; the Unix accounts the test created are removed.
 
 Needs root (Unix accounts), git, Node.js; run by ``make test-e2e`` (marked ``e2e``)."""
@@ -675,6 +678,17 @@ def test_sign_up_refuses_names_that_can_never_sign_in_and_says_the_rule(hub: Hub
     assert not set(_sign_ups(hub)) & {n.lower() for n in NEVER_SIGN_IN}
 
 
+def _signed_in_page(context, hub: Hub, name: str, deadline):
+    """A Chromium page of ``context`` signed in to the hub as ``name`` through its login form."""
+    page = context.new_page()
+    page.goto(f"{hub.url}/hub/login", timeout=deadline.ms())
+    page.fill("#username_input", name)
+    page.fill("#password_input", PASSWORD)
+    page.click("#login_submit", timeout=deadline.ms())
+    page.wait_for_url("**/hub/home", timeout=deadline.ms())
+    return page
+
+
 def test_images_on_the_hubs_origin_change_no_approval_in_chromium(
     hub: Hub, teacher: Person, browser
 ) -> None:
@@ -689,12 +703,7 @@ def test_images_on_the_hubs_origin_change_no_approval_in_chromium(
     deadline = Deadline(TIMEOUT_S)
     context = browser.new_context()
     try:
-        page = context.new_page()
-        page.goto(f"{hub.url}/hub/login", timeout=deadline.ms())
-        page.fill("#username_input", hub.teacher)
-        page.fill("#password_input", PASSWORD)
-        page.click("#login_submit", timeout=deadline.ms())
-        page.wait_for_url("**/hub/home", timeout=deadline.ms())
+        page = _signed_in_page(context, hub, hub.teacher, deadline)
         attacks = [f"/hub/authorize/{mallory.name}", f"/hub/authorize/{hub.teacher}"]
         attacks += [f"/hub/discard/{mallory.name}"]
         loaded = page.evaluate(
@@ -801,12 +810,7 @@ def test_with_hub_domain_the_teacher_opens_a_students_server_on_its_own_site(
     deadline = Deadline(TIMEOUT_S)
     context = browser.new_context(ignore_https_errors=True)
     try:
-        page = context.new_page()
-        page.goto(f"{hub.url}/hub/login", timeout=deadline.ms())
-        page.fill("#username_input", hub.teacher)
-        page.fill("#password_input", PASSWORD)
-        page.click("#login_submit", timeout=deadline.ms())
-        page.wait_for_url("**/hub/home", timeout=deadline.ms())
+        page = _signed_in_page(context, hub, hub.teacher, deadline)
         page.goto(f"{hub.url}/hub/authorize", timeout=deadline.ms())
         page.click(f"tr[id='{student.name}'] button[value=approve]", timeout=deadline.ms())
         page.wait_for_url("**/hub/authorize*", timeout=deadline.ms())
@@ -873,6 +877,15 @@ def test_a_teacher_who_was_admin_is_not_one_after_a_restart_on_one_origin(domain
 # --- Each student bounded as a whole (issue 47, item 5) ------------------------------------
 
 
+def _run_in_a_kernel(person: Person, code: str, timeout_s: float) -> tuple[str, str, list[str]]:
+    """``code`` run as a cell in a kernel of ``person``'s server (notebook 01's), then closed."""
+    kernel = person.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
+    try:
+        return kernel.run(code, timeout_s)
+    finally:
+        kernel.close()
+
+
 def test_each_students_processes_are_in_their_own_memory_pids_and_cpu_cgroups(
     classroom_run, hub: Hub
 ) -> None:
@@ -882,11 +895,7 @@ def test_each_students_processes_are_in_their_own_memory_pids_and_cpu_cgroups(
         pytest.skip("no writable memory cgroup here: the hub enforces no per-student cap")
     group = classroom.class_cgroup_name(hub.settings)
     for person in _students(classroom_run):
-        kernel = person.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
-        try:
-            status, text, _ = kernel.run("print(open('/proc/self/cgroup').read())", 60)
-        finally:
-            kernel.close()
+        status, text, _ = _run_in_a_kernel(person, "print(open('/proc/self/cgroup').read())", 60)
         assert status == "ok", text
         mine = {
             controller
@@ -902,7 +911,6 @@ def test_a_student_cannot_start_500_processes(classroom_run, hub: Hub) -> None:
     if not _machine_has("pids"):
         pytest.skip("no pids cgroup controller on this machine")
     b = _students(classroom_run)[1]
-    kernel = b.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
     code = (
         "import subprocess\n"
         "procs, err = [], None\n"
@@ -916,13 +924,126 @@ def test_a_student_cannot_start_500_processes(classroom_run, hub: Hub) -> None:
         "    p.wait()\n"
         "print(len(procs), type(err).__name__)\n"
     )
-    try:
-        status, text, _ = kernel.run(code, 180)
-    finally:
-        kernel.close()
+    status, text, _ = _run_in_a_kernel(b, code, 180)
     assert status == "ok", text
     started, error = text.split()
     assert int(started) < 500 and error == "BlockingIOError", text  # fork: EAGAIN at pids.max
+
+
+def _teacher_make(hub: Hub, *args: str) -> subprocess.CompletedProcess:
+    """A teacher's `make` command beside the running hub (same HUB_SRV), as root."""
+    env = dict(contract.SHELL_ENVIRON or os.environ) | {"HUB_SRV": str(hub.settings.srv)}
+    argv = [shutil.which("make") or "make", "-o", ".venv/.installed", "-o", ".venv/.hub-installed"]
+    argv += [*args, f"BIN={Path(sys.executable).parent}"]
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+
+
+def _assignments(person: Person, action: str = "", **form: str) -> list[dict]:
+    """nbgrader's Assignment List as Lab's panel asks its server: the list, or an action
+    (fetch, submit, fetch_feedback) on lesson 01's homework; the listed assignments."""
+    headers = {"Authorization": f"token {person.ensure_token()}"}
+    if action:
+        form = {"course_id": "pytorch-blitz-en", "assignment_id": "01_tensors"} | form
+        res = person.http.post(f"{person.server}/assignments/{action}", data=form,
+                               headers=headers, timeout=300)  # fmt: skip
+    else:
+        res = person.http.get(f"{person.server}/assignments", params={"course_id": ""},
+                              headers=headers, timeout=120)  # fmt: skip
+    res.raise_for_status()
+    body = res.json()
+    assert body["success"], body
+    return body["value"]
+
+
+def _type_the_solutions(person: Person, path: str) -> None:
+    """The lesson's solutions in the homework's answer cells, saved as Lab saves (the contents
+    API, as the student): what a student who got every exercise right handed in."""
+    from tests.test_teaching import _answers
+
+    answers = _answers(ROOT / "build" / "assignments" / "en")
+    nb = nbformat.from_dict(person.contents(path)["content"])
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = answers[meta["grade_id"]]
+    person.contents(path, {"type": "notebook", "format": "json", "content": nb})
+
+
+def test_homework_is_fetched_and_handed_in_from_lab_then_graded_and_fed_back(
+    classroom_run, hub: Hub, browser
+) -> None:
+    """Issue 47, what to build 1: the teacher hands lesson 01's homework out (make homework);
+    student a fetches and submits it in Lab's Assignment List in Chromium, b and c through the
+    same panel's requests; c also forges a hand-in in b's name. The teacher collects and grades
+    (make collect): a's right answers get 4 of 4, b's own empty hand-in 0, the forgery is
+    refused in one line. a fetches the feedback in Lab, b through the panel's request; no
+    student can list the hand-ins or the feedback."""
+    from tests.browser import Deadline
+
+    a, b, c = _students(classroom_run)
+    out = _teacher_make(hub, "homework", "LESSON=01")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "01_tensors is handed out" in out.stdout, out.stdout[-2000:]
+    home = {p.name: Path(pwd.getpwnam(p.name).pw_dir) for p in (a, b, c)}
+
+    deadline = Deadline(TIMEOUT_S * 2)
+    context = browser.new_context()
+    try:
+        page = _signed_in_page(context, hub, a.name, deadline)
+        page.goto(f"{hub.url}/hub/spawn/{a.name}", timeout=deadline.ms())
+        page.wait_for_url("**/user/*/lab**", timeout=deadline.ms())
+        page.get_by_text("Homework", exact=True).click(timeout=deadline.ms())
+        page.get_by_text("Assignment List", exact=True).click(timeout=deadline.ms())
+        page.get_by_role("button", name="Fetch", exact=True).click(timeout=deadline.ms())
+        page.get_by_role("button", name="Submit", exact=True).wait_for(timeout=deadline.ms())
+        assert (home[a.name] / "01_tensors" / "01_tensors.ipynb").is_file()
+        _type_the_solutions(a, "01_tensors/01_tensors.ipynb")
+        page.get_by_role("button", name="Submit", exact=True).click(timeout=deadline.ms())
+        page.get_by_role("button", name="Fetch Feedback").wait_for(timeout=deadline.ms())
+
+        for person in (b, c):  # the panel's own requests: fetch, then submit as it is
+            _assignments(person, "fetch")
+            _assignments(person, "submit")
+        inbound = hub.settings.exchange_dir / "pytorch-blitz-en" / "inbound"
+        feedback = hub.settings.exchange_dir / "pytorch-blitz-en" / "feedback"
+        forged = f"{b.name}+01_tensors+2099-01-01 00:00:00.000000 UTC+forged"
+        code = (
+            "import os, shutil\n"
+            f"for folder in ({str(inbound)!r}, {str(feedback)!r}):\n"
+            "    try:\n"
+            "        print(len(os.listdir(folder)))\n"
+            "    except PermissionError:\n"
+            "        print('refused')\n"
+            f"dest = os.path.join({str(inbound)!r}, {forged!r})\n"
+            "os.mkdir(dest)\n"
+            "shutil.copy(os.path.expanduser('~/01_tensors/01_tensors.ipynb'), dest)\n"
+            "for name, text in (('timestamp.txt', '2099-01-01 00:00:00.000000 UTC'),\n"
+            "                   ('submission_secret.txt', 'x')):\n"
+            "    open(os.path.join(dest, name), 'w').write(text)\n"
+            "print('forged')\n"
+        )
+        status, text, errors = _run_in_a_kernel(c, code, 60)
+        assert status == "ok" and text.split() == ["refused", "refused", "forged"], (text, errors)
+
+        grades = Path(tempfile.mkdtemp(prefix="blitz-collect-")) / "grades"
+        out = _teacher_make(hub, "collect", "LESSON=01", f"GRADE_ARGS=--out {grades}")
+        said = out.stdout + out.stderr
+        assert out.returncode == 0, said[-3000:]
+        assert f"{forged}: names {b.name} but belongs to {c.name}: not collected" in said, said
+        rows = {r.split(",")[0]: r.split(",") for r in (grades / "grades.csv").read_text().split()}
+        assert rows[a.name][5] == "4" and rows[b.name][5] == "0" and rows[c.name][5] == "0", rows
+
+        deadline = Deadline(TIMEOUT_S)  # the grading took its own time
+        page.get_by_role("button", name="Fetch Feedback").click(timeout=deadline.ms())
+        pages = home[a.name] / "01_tensors" / "feedback"
+        until = time.monotonic() + 60  # the panel's request copies it
+        while not list(pages.glob("*/01_tensors.html")):
+            assert time.monotonic() < until, "a's feedback never arrived in a's home"
+            time.sleep(0.5)
+        _assignments(b, "fetch_feedback")
+        assert list((home[b.name] / "01_tensors" / "feedback").glob("*/01_tensors.html"))
+    finally:
+        context.close()
 
 
 def test_stopping_a_server_ends_the_students_detached_processes(classroom_run, hub: Hub) -> None:
@@ -931,17 +1052,13 @@ def test_stopping_a_server_ends_the_students_detached_processes(classroom_run, h
     if "memory cgroup" not in hub.log.read_text(errors="replace"):
         pytest.skip("no writable cgroup here")
     c = _students(classroom_run)[2]
-    kernel = c.kernel(f"{FOLDER}/notebooks/01_tensors.ipynb")
     code = (
         "import subprocess\n"
         "p = subprocess.Popen(['setsid', 'nohup', 'sleep', '900'], start_new_session=True,\n"
         "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "print(p.pid)\n"
     )
-    try:
-        status, text, _ = kernel.run(code, 60)
-    finally:
-        kernel.close()
+    status, text, _ = _run_in_a_kernel(c, code, 60)
     assert status == "ok", text
     pid = int(text.split()[-1])
     assert Path(f"/proc/{pid}").exists()

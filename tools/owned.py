@@ -127,3 +127,29 @@ def prune(folder: Path, stop: Path) -> None:
         if folder == stop:
             break
         folder = folder.parent
+
+
+def replace_file(path: Path, text: str, mode: int = 0o644) -> None:
+    """``text`` (UTF-8) as the file ``path`` with ``mode``, replaced whole: written beside it
+    and renamed over it, so a link at ``path`` is replaced, never written through."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, mode)  # os.open's mode passes through the umask
+    os.replace(tmp, path)
+
+
+def root_folder(path: Path, mode: int) -> str | None:
+    """Make ``path`` a folder of root's with ``mode``, or, when it is there, accept it only if
+    it already is one (never re-own or re-mode a folder: someone else's files would change
+    hands, and one a user made first is theirs). None, or the line saying why not."""
+    if not path.exists() and not path.is_symlink():
+        path.mkdir(mode=mode)
+        os.chmod(path, mode)  # mkdir's mode passes through the umask
+        return None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or stat.S_IMODE(st.st_mode) != mode:
+        return f"{path} is not a root-owned folder with mode {mode:o}"
+    return None

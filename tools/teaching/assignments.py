@@ -201,6 +201,11 @@ def source_notebook(lesson: Path, lang: str):
     return nb
 
 
+def course_id(lang: str) -> str:
+    """The nbgrader course of the lessons in ``lang`` (also the hub's homework course)."""
+    return f"pytorch-blitz-{lang}"
+
+
 def config_text(lang: str, grading: str = "") -> str:
     """The course's nbgrader_config.py; ``grading``: extra lines for the grader's course."""
     return f"""# Written by tools/teaching/assignments.py (build output: rewritten on every run,
@@ -210,7 +215,7 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})  # tools.teaching: the grader's steps and CSV export
 
 c = get_config()  # noqa: F821 (nbgrader's config loader defines it)
-c.CourseDirectory.course_id = "pytorch-blitz-{lang}"
+c.CourseDirectory.course_id = "{course_id(lang)}"
 # The release's answer cells keep their placeholders and nothing else: Restart & Run All
 # completes and every check says "not done yet".
 c.ClearSolutions.code_stub = {{"python": ""}}

@@ -83,7 +83,8 @@ class Settings:
     proxy_api_port: int  # the proxy's REST API, on 127.0.0.1 only
     teacher: str  # the only admin
     class_size: int
-    srv: Path  # root-owned: hub/ (private state), data/ (read-only data), gitconfig
+    srv: Path  # root-owned: hub/ (private state), data/ (read-only data), gitconfig,
+    # exchange/ (nbgrader's homework exchange), jupyter/ (the students' servers' settings)
     lessons: Path  # the teacher's git clone the link pulls from
     branch: str
     mem_limit: int  # one student's hard cap (bytes), enforced by a memory cgroup
@@ -108,6 +109,17 @@ class Settings:
     @property
     def gitconfig(self) -> Path:
         return self.srv / "gitconfig"
+
+    @property
+    def exchange_dir(self) -> Path:
+        """nbgrader's exchange: homework out (outbound), hand-ins (inbound), feedback."""
+        return self.srv / "exchange"
+
+    @property
+    def jupyter_dir(self) -> Path:
+        """Settings every student's server reads (JUPYTER_CONFIG_PATH): nbgrader's exchange
+        and its Lab Assignments panel, without the teacher's tools."""
+        return self.srv / "jupyter"
 
     @property
     def url(self) -> str:
@@ -234,7 +246,9 @@ def student_environment(s: Settings) -> dict[str, str]:
         # the venv first, as an activated venv: `!pip`, `!python` are the kernel's
         "PATH": f"{VENV_PYTHON.parent}:/usr/local/bin:/usr/bin:/bin",
         # make lab's Lab defaults (no news prompt, no update check, RISE keys): nothing written
-        "JUPYTER_CONFIG_PATH": config_path({}),
+        # and, first (it re-enables nbgrader's Lab extension, which make lab's disables), the
+        # hub's: nbgrader's exchange and the Assignment List (tools/teaching/homework.py)
+        "JUPYTER_CONFIG_PATH": os.pathsep.join([str(s.jupyter_dir), config_path({})]),
         # git refuses to read a repository another user owns ("dubious ownership"); this file
         # trusts the teacher's clone only and includes the student's own ~/.gitconfig
         "GIT_CONFIG_GLOBAL": str(s.gitconfig),

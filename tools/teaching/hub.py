@@ -4,7 +4,8 @@
 Checks what would otherwise fail later and obscurely (root, ports, the proxy, files the
 students must read), prepares the root-owned folder ``HUB_SRV`` (default /srv/blitz: the hub's
 private state, the shared read-only CIFAR-10 subset, the git setting that lets students pull
-the teacher's clone), then runs JupyterHub and, once it runs, prints the links to hand out
+the teacher's clone, nbgrader's homework exchange and the students' servers' settings for it:
+tools/teaching/homework.py), then runs JupyterHub and, once it runs, prints the links to hand out
 (English and Chinese, tools/teaching/links.py) after its start-up log and writes them to the
 state folder."""
 
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 
 from tools import owned as hub_owned
-from tools.teaching import classroom, hubsite, links
+from tools.teaching import classroom, homework, hubsite, links
 
 CONFIG = Path(__file__).resolve().parent / "jupyterhub_config.py"
 
@@ -63,15 +64,10 @@ def _sha256(path: Path) -> str:
 def _own_folder(folder: Path, mode: int, what: str) -> None:
     """``folder`` made root's with ``mode``, or, when there, refused unless it already is:
     the hub never re-owns or re-modes a folder (someone else's files would change hands)."""
-    if not folder.exists() and not folder.is_symlink():
-        folder.mkdir(mode=mode)
-        os.chmod(folder, mode)  # mkdir's mode passes through the umask
-        return
-    st = os.lstat(folder)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or stat.S_IMODE(st.st_mode) != mode:
+    if problem := hub_owned.root_folder(folder, mode):
         _fail(
-            f"make hub: {folder} ({what}) is not a root-owned folder with mode {mode:o}; the hub "
-            f"does not re-own it. Name a new HUB_SRV (the hub makes it)"
+            f"make hub: {problem} ({what}); the hub does not re-own it. Name a new HUB_SRV "
+            "(the hub makes it)"
         )
 
 
@@ -118,13 +114,7 @@ def _prepare(s: classroom.Settings) -> list[str]:
     _own_folder(s.srv, 0o755, "HUB_SRV")
     _own_folder(s.state_dir, 0o700, "the hub's state: database and secrets")
     _own_folder(s.data_dir, 0o755, "the shared data: students only read")
-    tmp = s.gitconfig.with_name(".gitconfig.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "w") as f:
-        f.write(classroom.gitconfig_text(s))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, s.gitconfig)  # replaces a link, never writes through one
+    hub_owned.replace_file(s.gitconfig, classroom.gitconfig_text(s))  # never through a link
     given = os.environ.get("BLITZ_CIFAR10_SUBSET", "").strip()
     shared = s.data_dir / classroom.SUBSET_NAME
     if given:
@@ -133,6 +123,10 @@ def _prepare(s: classroom.Settings) -> list[str]:
         done.append(_say("shared_subset", shared=shared))
     else:
         done.append(_say("no_subset", shared=shared))
+    try:  # nbgrader's exchange and the students' servers' settings
+        done += homework.prepare_hub(s, links.course_lang())
+    except homework.HomeworkError as err:
+        _fail(f"make hub: {err}")
     return done
 
 

@@ -12,7 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.owned import replace_file
 from tools.teaching import classroom, hubsite
+
+PRIVATE = 0o600  # the links files: readable by their owner (root) only
 
 LANG_ENV = "COURSE_LANG"
 
@@ -31,7 +34,7 @@ def course_lang(environ: os._Environ | dict = os.environ) -> str:
 
 def class_links(s: classroom.Settings, environ: os._Environ | dict = os.environ) -> list[Link]:
     """Lesson 01 in each language (each only when the teacher's clone has it on disk).
-    Homework links (nbgrader releases) are added here, one Link each, by the homework tool."""
+    Homework needs no link: students fetch it in Lab's Assignment List (homework.py)."""
     host = hubsite.public_url(s.url, s.port, environ)
     lessons = [
         Link("Lesson 01, English", "第 1 课（英文版）", "notebooks/01_tensors.ipynb"),
@@ -83,16 +86,6 @@ def block(
     return lines
 
 
-def _write_private(path: Path, text: str) -> None:
-    """``text`` into ``path``, readable by its owner (root) only, replaced whole."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)  # replaces a link, never writes through one
-
-
 def write(s: classroom.Settings, links: list[Link], environ=os.environ) -> tuple[Path, Path]:
     """links.txt and links.html in the hub's state folder; their paths."""
     txt, page = s.state_dir / "links.txt", s.state_dir / "links.html"
@@ -100,18 +93,19 @@ def write(s: classroom.Settings, links: list[Link], environ=os.environ) -> tuple
     text = [f"JupyterHub: {hub}", ""]
     for link in links:
         text += [f"{link.en} / {link.zh}:", link.url, ""]
-    _write_private(txt, "\n".join(text))
+    replace_file(txt, "\n".join(text), PRIVATE)
     items = "\n".join(
         f'<li><p>{html.escape(x.en)} / <span lang="zh">{html.escape(x.zh)}</span></p>'
         f'<p><a href="{html.escape(x.url)}">{html.escape(x.url)}</a></p></li>'
         for x in links
     )
-    _write_private(
+    replace_file(
         page,
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>Links for the class / 课堂链接</title></head><body>\n"
         '<h1>Links for the class / <span lang="zh">课堂链接</span></h1>\n'
         f'<p>JupyterHub: <a href="{html.escape(hub)}">{html.escape(hub)}</a></p>\n'
         f"<ul>\n{items}\n</ul>\n</body></html>\n",
+        PRIVATE,
     )
     return txt, page
