@@ -92,6 +92,8 @@ def test_collect_takes_each_students_latest_own_hand_in_and_refuses_the_rest(tmp
     assert any("names bob but belongs to nobody: not collected" in r for r in refused)
     assert any("root is no student of this hub" in r for r in refused)
     assert any("not a folder (a link?)" in r for r in refused)
+    _, refused = homework.hand_ins(inbound, "01_tensors", {"nobody", "bob"}, "zh")  # a zh class
+    assert any("署名 bob，却属于 nobody，未收取" in r for r in refused), refused
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="files of other owners need chown")

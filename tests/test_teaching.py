@@ -269,6 +269,7 @@ def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monk
     ).read_text()
 
 
+@pytest.mark.e2e  # writes a real nbgrader course per job (30-50 s): beside the class's tests
 def test_side_by_side_every_student_has_one_row_and_one_page(
     courses, tmp_path, monkeypatch
 ) -> None:
@@ -298,6 +299,7 @@ def test_side_by_side_every_student_has_one_row_and_one_page(
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.e2e  # writes a real nbgrader course per job (30-50 s): beside the class's tests
 def test_a_chinese_course_is_graded_in_chinese(courses, tmp_path, monkeypatch, capsys) -> None:
     """COURSE_LANG=zh make grade (--lang zh): the grader's lines and the notes in grades.csv
     are Chinese, the facts (names, numbers) the same."""

@@ -563,7 +563,8 @@ def test_the_grader_writes_nothing_through_a_link(
 
 
 def test_every_line_the_grader_says_has_its_chinese() -> None:
-    """COURSE_LANG=zh make grade: each template the grader and its sandbox fill in
+    """COURSE_LANG=zh make grade: each template the grader, its sandbox and make homework and
+    make collect fill in
     (tools/teaching/words.py's in_lang) has a Chinese line with the same fields."""
     import ast
     import re
@@ -571,7 +572,7 @@ def test_every_line_the_grader_says_has_its_chinese() -> None:
     from tools.teaching.words import ZH
 
     used = []
-    for module in ("grade.py", "sandbox.py"):
+    for module in ("grade.py", "sandbox.py", "homework.py"):
         tree = ast.parse((ROOT / "tools" / "teaching" / module).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "in_lang":

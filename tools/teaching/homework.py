@@ -39,6 +39,7 @@ from tools.teaching.assignments import (
     lesson_for,
     nbgrader,
 )
+from tools.teaching.words import in_lang
 
 # nbgrader's server extensions and Lab plugins a student does not use: the teacher's tools
 # (formgrader, creating assignments), and the course list and validate button (the checks in
@@ -192,11 +193,14 @@ def release(number: str) -> int:
     if done.returncode != 0:
         raise HomeworkError(f"nbgrader release_assignment: {failure(done)}")
     out = folders["outbound"] / name / f"{name}.ipynb"
-    print(
-        f"homework: {name} is handed out ({out}): each student opens Lab's menu Homework > "
-        "Assignment List, clicks Fetch, works in the fetched notebook and clicks Submit; then "
-        f"make collect LESSON={number}"
-    )
+    said = in_lang(
+        lang,
+        "{name} is handed out ({out}): each student opens Lab's menu {menu} > Assignment List, "
+        "clicks Fetch, answers in the fetched notebook and clicks Submit; then make collect "
+        "LESSON={n}",
+        name=name, out=out, menu=MENU_LABEL[lang], n=number,
+    )  # fmt: skip
+    print(f"homework: {said}")
     return 0
 
 
@@ -216,7 +220,9 @@ def _read_small(folder: int, name: str, limit: int, owner: int) -> bytes | None:
     return data if len(data) <= limit else None
 
 
-def hand_ins(inbound: Path, name: str, students: set[str]) -> tuple[dict, list[str]]:
+def hand_ins(
+    inbound: Path, name: str, students: set[str], lang: str = "en"
+) -> tuple[dict, list[str]]:
     """The latest hand-in of ``name`` by each of ``students`` in nbgrader's ``inbound``
     folder, as {student: (timestamp, folder)}, and a line for each hand-in refused."""
     from nbgrader.utils import parse_utc
@@ -233,16 +239,27 @@ def hand_ins(inbound: Path, name: str, students: set[str]) -> tuple[dict, list[s
         except KeyError:
             owner = f"uid {st.st_uid}"
         if not stat.S_ISDIR(st.st_mode):
-            refused.append(f"{entry.name}: not a folder (a link?): not collected")
+            refused.append(
+                in_lang(lang, "{entry}: not a folder (a link?): not collected", entry=entry.name)
+            )
         elif owner != student:
-            refused.append(f"{entry.name}: names {student} but belongs to {owner}: not collected")
+            refused.append(
+                in_lang(lang, "{entry}: names {student} but belongs to {owner}: not collected",
+                        entry=entry.name, student=student, owner=owner)
+            )  # fmt: skip
         elif student not in students:
-            refused.append(f"{entry.name}: {student} is no student of this hub: not collected")
+            refused.append(
+                in_lang(lang, "{entry}: {student} is no student of this hub: not collected",
+                        entry=entry.name, student=student)
+            )  # fmt: skip
         else:
             try:
                 when = parse_utc(stamp)
             except (ValueError, OverflowError):
-                refused.append(f"{entry.name}: its time {stamp!r} is not a time: not collected")
+                refused.append(
+                    in_lang(lang, "{entry}: its time {stamp!r} is not a time: not collected",
+                            entry=entry.name, stamp=stamp)
+                )  # fmt: skip
                 continue
             if student not in latest or when > latest[student][0]:
                 latest[student] = (when, Path(entry.path))
@@ -258,7 +275,7 @@ def collect(number: str, grade_args: list[str], max_mb: float) -> int:
     folders = _check_exchange(s, lang)
     name = lesson_for(number, lang).stem
     students = classroom.made_accounts(s) - {s.teacher}
-    latest, refused = hand_ins(folders["inbound"], name, students)
+    latest, refused = hand_ins(folders["inbound"], name, students, lang)
     for line in refused:
         print(f"collect: {line}")
     collected = ROOT / COLLECTED / lang / name
@@ -282,11 +299,15 @@ def collect(number: str, grade_args: list[str], max_mb: float) -> int:
             os.close(fd)
         if notebook is None:
             size = f"{max_mb:g} MB"
-            print(f"collect: {folder.name}: no {name}.ipynb of at most {size}: not collected")
+            said = in_lang(lang, "{entry}: no {name}.ipynb of at most {size}: not collected",
+                           entry=folder.name, name=name, size=size)  # fmt: skip
+            print(f"collect: {said}")
             continue
         (collected / f"{student}.ipynb").write_bytes(notebook)
         kept[student] = (stamp, secret)
-    print(f"collect: {len(kept)} hand-ins of {name} collected into {collected}")
+    said = in_lang(lang, "{count} hand-ins of {name} collected into {folder}",
+                   count=len(kept), name=name, folder=collected)  # fmt: skip
+    print(f"collect: {said}")
     if not kept:
         return 0
     argv = ["--lesson", number, "--submissions", str(collected), "--lang", lang, *grade_args]
@@ -295,7 +316,7 @@ def collect(number: str, grade_args: list[str], max_mb: float) -> int:
     out = _out_folder(grade_args) or ROOT / "build" / "grades" / (
         name + ("" if lang == "en" else f"-{lang}")
     )
-    return _release_feedback(s, course, name, out / "feedback", kept)
+    return _release_feedback(s, course, name, out / "feedback", kept, lang)
 
 
 def _out_folder(grade_args: list[str]) -> Path | None:
@@ -307,7 +328,7 @@ def _out_folder(grade_args: list[str]) -> Path | None:
     return None
 
 
-def _release_feedback(s, course: Path, name: str, pages: Path, kept: dict) -> int:
+def _release_feedback(s, course: Path, name: str, pages: Path, kept: dict, lang: str) -> int:
     """Each student's feedback page where nbgrader's release_feedback finds it, beside the
     hand-in's time and secret (its name in the exchange is a hash of that secret: only the
     student who handed in finds it)."""
@@ -315,7 +336,9 @@ def _release_feedback(s, course: Path, name: str, pages: Path, kept: dict) -> in
     for student, (stamp, secret) in sorted(kept.items()):
         page = pages / f"{student}.html"
         if stamp is None or secret is None or not page.is_file() or page.is_symlink():
-            print(f"collect: no feedback for {student} (no page, or a hand-in without its time)")
+            said = in_lang(lang, "no feedback for {student} (no page, or a hand-in without "
+                           "its time)", student=student)  # fmt: skip
+            print(f"collect: {said}")
             continue
         rel = Path("feedback") / student / name
         if problem := write_refusal(course, [rel / f"{name}.html"]):
@@ -329,10 +352,13 @@ def _release_feedback(s, course: Path, name: str, pages: Path, kept: dict) -> in
     done = nbgrader(course, "release_feedback", name, f"--Exchange.root={s.exchange_dir}")
     if done.returncode != 0:
         raise HomeworkError(f"nbgrader release_feedback: {failure(done)}")
-    print(
-        f"collect: feedback of {released} students released: each clicks Fetch Feedback in "
-        "Lab's Assignment List"
+    said = in_lang(
+        lang,
+        "feedback of {count} students released: each clicks Fetch Feedback in Lab's "
+        "Assignment List",
+        count=released,
     )
+    print(f"collect: {said}")
     return 0
 
 

@@ -1,7 +1,7 @@
-"""The grader's own lines and notes in the course's language (``--lang zh``, which
-``COURSE_LANG=zh make grade`` passes): the English template is the key, as gettext's msgid is,
-and a template without a Chinese line stays English. Values (names, numbers, paths) are
-filled in after the choice, so both languages say the same facts."""
+"""The grader's lines and notes (and make homework's and make collect's) in the course's
+language (``--lang zh``, which ``COURSE_LANG=zh make grade`` passes): the English template is
+the key, as gettext's msgid is, and a template without a Chinese line stays English. Values
+(names, numbers, paths) are filled in after the choice, so both languages say the same facts."""
 
 from __future__ import annotations
 
@@ -59,6 +59,35 @@ ZH = {
     ),
     "this run's record: {record}": "这次批改的记录：{record}",
     "{csv} and {feedback}/ written in {s:.0f} s": "已写出 {csv} 和 {feedback}/，用时 {s:.0f} 秒",
+    # make homework and make collect (tools/teaching/homework.py), in the hub's language
+    "{name} is handed out ({out}): each student opens Lab's menu {menu} > Assignment List, "
+    "clicks Fetch, answers in the fetched notebook and clicks Submit; then make collect "
+    "LESSON={n}": (
+        "{name} 已发布（{out}）：每个学生在 Lab 的菜单 {menu} > Assignment List 里点 Fetch，"
+        "在取回的笔记本里作答，再点 Submit。之后运行 make collect LESSON={n}"
+    ),
+    "{entry}: not a folder (a link?): not collected": "{entry}：不是文件夹（是链接？），未收取",
+    "{entry}: names {student} but belongs to {owner}: not collected": (
+        "{entry}：署名 {student}，却属于 {owner}，未收取"
+    ),
+    "{entry}: {student} is no student of this hub: not collected": (
+        "{entry}：{student} 不是本 JupyterHub 的学生，未收取"
+    ),
+    "{entry}: its time {stamp!r} is not a time: not collected": (
+        "{entry}：其中的时间 {stamp!r} 不是有效的时间，未收取"
+    ),
+    "{entry}: no {name}.ipynb of at most {size}: not collected": (
+        "{entry}：没有不超过 {size} 的 {name}.ipynb，未收取"
+    ),
+    "{count} hand-ins of {name} collected into {folder}": (
+        "已把 {name} 的 {count} 份提交收进 {folder}"
+    ),
+    "no feedback for {student} (no page, or a hand-in without its time)": (
+        "{student} 没有反馈（没有反馈页面，或提交里缺少时间）"
+    ),
+    "feedback of {count} students released: each clicks Fetch Feedback in Lab's Assignment List": (
+        "已发还 {count} 个学生的反馈：每人在 Lab 的 Assignment List 里点 Fetch Feedback"
+    ),
 }
 
 
