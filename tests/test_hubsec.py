@@ -167,6 +167,9 @@ def test_the_links_are_english_and_chinese_and_in_a_private_file(tmp_path: Path)
     assert any(str(txt) in line and str(page) in line for line in lines)
     zh = links.block(s, found, (txt, page), "zh", {})
     assert "课堂链接" in zh and "第 1 课（中文版） / Lesson 01, Chinese:" in zh
+    # homework: no link, the command and where students find it, in the hub's menu language
+    assert any("make homework LESSON=01" in x and "Homework > Assignment List" in x for x in lines)
+    assert any("make homework LESSON=01" in x and "作业 > Assignment List" in x for x in zh)
 
 
 def test_hub_domain_moves_the_links(tmp_path: Path) -> None:

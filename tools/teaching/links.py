@@ -52,6 +52,10 @@ WORDS = {
         "hand": "Hand these out: a click signs a student in, copies the lessons, opens the lesson",
         "file": "The same links, to open or copy: {txt} and {html}",
         "none": "no lesson notebook found in {lessons}: no link to hand out",
+        "homework": (
+            "Homework needs no link: make homework LESSON=01 hands lesson 01's out, and students "
+            "fetch and submit it in Lab's menu Homework > Assignment List (TEACHING.md)"
+        ),
     },
     "zh": {
         "title": "课堂链接",
@@ -59,6 +63,10 @@ WORDS = {
         "hand": "把下列链接发给学生：点击即登录、复制课程并打开这一课",
         "file": "同样的链接也写在文件中，可打开或复制：{txt} 和 {html}",
         "none": "在 {lessons} 中找不到课程 notebook：没有可发的链接",
+        "homework": (
+            "作业不需要链接：make homework LESSON=01 布置第 1 课的作业，学生在 Lab 的菜单"
+            "“作业 > Assignment List”中领取和提交（TEACHING.zh.md）"
+        ),
     },
 }
 
@@ -82,7 +90,7 @@ def block(
     for link in links:
         lines += ["", f"{link.en} / {link.zh}:" if lang == "en" else f"{link.zh} / {link.en}:"]
         lines.append(link.url)
-    lines += ["", w["file"].format(txt=files[0], html=files[1]), rule]
+    lines += ["", w["homework"], "", w["file"].format(txt=files[0], html=files[1]), rule]
     return lines
 
 
