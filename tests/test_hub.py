@@ -969,6 +969,14 @@ def _type_the_solutions(person: Person, path: str) -> None:
     person.contents(path, {"type": "notebook", "format": "json", "content": nb})
 
 
+def _totals(csv_path: Path) -> dict[str, str]:
+    """grades.csv's total of each student."""
+    import csv
+
+    with csv_path.open(encoding="utf-8", newline="") as f:
+        return {row["student"]: row["total"] for row in csv.DictReader(f)}
+
+
 def test_homework_is_fetched_and_handed_in_from_lab_then_graded_and_fed_back(
     classroom_run, hub: Hub, browser
 ) -> None:
@@ -1030,8 +1038,8 @@ def test_homework_is_fetched_and_handed_in_from_lab_then_graded_and_fed_back(
         said = out.stdout + out.stderr
         assert out.returncode == 0, said[-3000:]
         assert f"{forged}: names {b.name} but belongs to {c.name}: not collected" in said, said
-        rows = {r.split(",")[0]: r.split(",") for r in (grades / "grades.csv").read_text().split()}
-        assert rows[a.name][5] == "4" and rows[b.name][5] == "0" and rows[c.name][5] == "0", rows
+        rows = _totals(grades / "grades.csv")
+        assert [rows[x.name] for x in (a, b, c)] == ["4", "0", "0"], rows
 
         deadline = Deadline(TIMEOUT_S)  # the grading took its own time
         page.get_by_role("button", name="Fetch Feedback").click(timeout=deadline.ms())
@@ -1044,6 +1052,16 @@ def test_homework_is_fetched_and_handed_in_from_lab_then_graded_and_fed_back(
         assert list((home[b.name] / "01_tensors" / "feedback").glob("*/01_tensors.html"))
     finally:
         context.close()
+
+    # b answers after all and hands in again: the next collect takes b's latest hand-in,
+    # says it replaced the earlier copies, and keeps everyone else's grade
+    _type_the_solutions(b, "01_tensors/01_tensors.ipynb")
+    _assignments(b, "submit")
+    out = _teacher_make(hub, "collect", "LESSON=01", f"GRADE_ARGS=--out {grades}")
+    said = out.stdout + out.stderr
+    assert out.returncode == 0 and "replaced the 3 copies of an earlier collect" in said, said
+    rows = _totals(grades / "grades.csv")
+    assert [rows[x.name] for x in (a, b, c)] == ["4", "4", "0"], rows
 
 
 def test_stopping_a_server_ends_the_students_detached_processes(classroom_run, hub: Hub) -> None:

@@ -407,7 +407,6 @@ c.SandboxedExecute.timeout = {cell_timeout}
 c.SandboxedExecute.submission_timeout = {timeout}
 c.SandboxedExecute.report_dir = {str(reports)!r}
 c.JudgedExecute.verdicts_dir = {str(reports)!r}
-c.JudgedExecute.lang = {lang!r}
 c.SandboxedExecute.lang = {lang!r}
 c.JudgedExecute.request_timeout = {cell_timeout}
 c.SandboxKernelManager.work_root = {str(run / f"sandboxes-{k}")!r}
@@ -506,8 +505,8 @@ c.SandboxKernelManager.memory = {memory_bytes}
         with ThreadPoolExecutor(len(courses)) as pool:
             list(pool.map(set_up, range(len(courses))))
 
-        def autograde(course: Path, student: str) -> str | None:
-            k = courses.index(course)
+        def autograde(k: int, student: str) -> str | None:
+            course = courses[k]
             note = _autograde(course, name, student, timeout + GRACE_S, logs, memory_bytes, lang)
             _sweep(run / f"users-{k}", log)
             record_verdicts(course, name, student, reports / f"{student}.verdicts.json")
@@ -524,7 +523,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
             folder = first / "submitted" / SOLUTION_ID / name
             folder.mkdir(parents=True)
             shutil.copyfile(first / "source" / name / f"{name}.ipynb", folder / f"{name}.ipynb")
-            lost = solutions_lost(first, name, autograde(first, SOLUTION_ID))
+            lost = solutions_lost(first, name, autograde(0, SOLUTION_ID))
             if lost:
                 limits = (
                     f"--memory-gb {memory_bytes / 2**30:g}, --cell-timeout {cell_timeout}, "
@@ -542,10 +541,10 @@ c.SandboxKernelManager.memory = {memory_bytes}
                 )
             )
 
-        def grade_share(course: Path) -> None:
-            for student in share[course]:
+        def grade_share(k: int) -> None:
+            for student in share[courses[k]]:
                 started = time.monotonic()
-                note = autograde(course, student)
+                note = autograde(k, student)
                 if note:
                     notes[student] = note
                 took = time.monotonic() - started
@@ -555,7 +554,7 @@ c.SandboxKernelManager.memory = {memory_bytes}
                 )
 
         with ThreadPoolExecutor(len(courses)) as pool:
-            for done_ in [pool.submit(grade_share, course) for course in courses]:
+            for done_ in [pool.submit(grade_share, k) for k in range(len(courses))]:
                 done_.result()  # a job's error stops the run, as it would one at a time
 
         # each course's export: its own students, and (the first) every file not graded

@@ -285,8 +285,13 @@ def collect(number: str, grade_args: list[str], max_mb: float) -> int:
             raise HomeworkError(problem)
     private_folder(ROOT / COLLECTED)
     private_folder(collected)
-    for old in collected.glob("*.ipynb"):  # an earlier collect's copies: this one's replace them
+    earlier = sorted(collected.glob("*.ipynb"))  # an earlier collect's copies: replaced
+    for old in earlier:
         old.unlink()
+    if earlier:
+        said = in_lang(lang, "replaced the {count} copies of an earlier collect (every hand-in "
+                       "stays in the exchange's inbound folder)", count=len(earlier))  # fmt: skip
+        print(f"collect: {said}")
     kept = {}
     for student, (_, folder) in sorted(latest.items()):
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)

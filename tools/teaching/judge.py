@@ -225,7 +225,6 @@ class JudgedExecute(SandboxedExecute):
     docstring): the cell's outputs become the verdict, and each verdict goes to
     ``<verdicts_dir>/<student>.verdicts.json`` ({grade_id: points})."""
 
-    lang = Unicode("en", help="the language of the verdicts").tag(config=True)
     verdicts_dir = Unicode("", help="folder for <student>.verdicts.json").tag(config=True)
     request_timeout = Integer(120, help="seconds for one request to the kernel").tag(config=True)
 

@@ -79,6 +79,10 @@ ZH = {
     "{entry}: no {name}.ipynb of at most {size}: not collected": (
         "{entry}：没有不超过 {size} 的 {name}.ipynb，未收取"
     ),
+    "replaced the {count} copies of an earlier collect (every hand-in stays in the exchange's "
+    "inbound folder)": (
+        "替换了上次收取的 {count} 份副本（所有提交仍保存在交换区的 inbound 文件夹里）"
+    ),
     "{count} hand-ins of {name} collected into {folder}": (
         "已把 {name} 的 {count} 份提交收进 {folder}"
     ),
