@@ -58,6 +58,23 @@ def test_a_course_folder_a_student_made_first_is_refused(tmp_path) -> None:
         homework.prepare_hub(s, "en")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the hub's folders are root's")
+def test_homework_goes_only_through_the_folders_the_hub_made(tmp_path) -> None:
+    s = _settings(tmp_path)
+    homework.prepare_hub(s, "en")
+    folders = homework.exchange_folders(s, "en")
+    assert set(homework._check_exchange(s, "en")) == set(folders)
+    inbound = folders["inbound"][0]
+    nobody = pwd.getpwnam("nobody")
+    os.chown(inbound, nobody.pw_uid, nobody.pw_gid)  # taken over since the hub started
+    with pytest.raises(homework.HomeworkError, match="not a root-owned folder"):
+        homework._check_exchange(s, "en")
+    inbound.rmdir()
+    with pytest.raises(homework.HomeworkError, match="is missing: make hub makes it"):
+        homework._check_exchange(s, "en")
+    assert not inbound.exists()  # checked, never made here
+
+
 def test_without_a_hub_make_homework_says_start_it_first(tmp_path) -> None:
     with pytest.raises(homework.HomeworkError, match="start the class's hub first"):
         homework.class_lang(_settings(tmp_path))

@@ -141,11 +141,14 @@ def replace_file(path: Path, text: str, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def root_folder(path: Path, mode: int) -> str | None:
-    """Make ``path`` a folder of root's with ``mode``, or, when it is there, accept it only if
-    it already is one (never re-own or re-mode a folder: someone else's files would change
-    hands, and one a user made first is theirs). None, or the line saying why not."""
+def root_folder(path: Path, mode: int, make: bool = True) -> str | None:
+    """Make ``path`` a folder of root's with ``mode`` (unless ``make`` is False), or, when it is
+    there, accept it only if it already is one (never re-own or re-mode a folder: someone else's
+    files would change hands, and one a user made first is theirs). None, or the line saying
+    why not."""
     if not path.exists() and not path.is_symlink():
+        if not make:
+            return f"{path} is missing"
         path.mkdir(mode=mode)
         os.chmod(path, mode)  # mkdir's mode passes through the umask
         return None

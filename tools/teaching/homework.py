@@ -164,14 +164,10 @@ def class_lang(s: classroom.Settings) -> str:
 def _check_exchange(s: classroom.Settings, lang: str) -> dict[str, Path]:
     found = {}
     for key, (path, mode) in exchange_folders(s, lang).items():
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            raise HomeworkError(f"{path} is missing: start make hub first") from None
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or stat.S_IMODE(st.st_mode) != mode:
+        if problem := root_folder(path, mode, make=False):
             raise HomeworkError(
-                f"{path} is not the root-owned folder with mode {mode:o} make hub made: "
-                "nothing handed out or collected through it"
+                f"{problem}: make hub makes it (start make hub first); nothing handed out or "
+                "collected through it"
             )
         found[key] = path
     return found
