@@ -17,6 +17,7 @@ from utils import launch
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.e2e  # each case a benchmark started as typed, a fresh Python importing torch
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     ("script", "bad", "message"),

@@ -41,6 +41,7 @@ def test_a_student_runs_the_planned_cells_after_reading_the_prose_before_them(le
     assert all(c.pause_s >= 0 for c in cells)
 
 
+@pytest.mark.e2e  # each case the benchmark started as typed, a fresh Python
 @pytest.mark.parametrize(
     ("bad", "message"),
     [

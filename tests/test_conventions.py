@@ -44,6 +44,7 @@ def fake_language(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return translations
 
 
+@pytest.mark.e2e  # builds translations and the site for a new language (about 30 s)
 def test_a_third_language_is_a_catalog_and_a_strings_file(
     fake_language: Path, tmp_path: Path
 ) -> None:

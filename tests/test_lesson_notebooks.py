@@ -173,6 +173,7 @@ def sixth_lesson_and_a_copy(tmp_path_factory) -> tuple[Path, dict[str, str], byt
     return root, said, copy
 
 
+@pytest.mark.e2e  # every maintainer's command and nbval on a project copy (about 45 s)
 def test_a_sixth_lesson_listed_in_the_toc_is_picked_up_by_every_tool(
     sixth_lesson_and_a_copy,
 ) -> None:
@@ -194,6 +195,7 @@ def test_a_sixth_lesson_listed_in_the_toc_is_picked_up_by_every_tool(
     assert f"notebooks/{SIXTH}.ipynb::Cell 0" in said["nbval"], said["nbval"][-2000:]
 
 
+@pytest.mark.e2e  # shares the sixth lesson's run of every command
 def test_a_duplicated_notebook_is_ignored_by_every_tool(sixth_lesson_and_a_copy) -> None:
     # JupyterLab's Duplicate: the learner's copy is theirs, never a lesson of any tool.
     root, said, copy = sixth_lesson_and_a_copy
@@ -263,6 +265,7 @@ def test_a_broken_run_times_file_is_refused_in_one_line(tmp_path: Path, text, wh
 
 
 # The commands a maintainer types, on three of them (each command starts Python: slow).
+@pytest.mark.e2e  # four commands as typed, each a fresh Python (the reader's own test is above)
 @pytest.mark.parametrize("case", ["truncated", "text", "nan"])
 def test_a_broken_run_times_file_is_one_line_and_nothing_is_rewritten(
     project: Path, case: str
@@ -292,6 +295,7 @@ def test_a_broken_run_times_file_is_one_line_and_nothing_is_rewritten(
         store.write_text(good, encoding="utf-8")
 
 
+@pytest.mark.e2e  # seven commands as typed, each a fresh Python
 def test_a_notebook_with_merge_conflict_markers_is_named_in_one_line(project: Path) -> None:
     # The tools read a notebook through one reader: file, line, and the likely cause.
     path = project / "notebooks" / "02_autograd.ipynb"

@@ -173,6 +173,7 @@ def test_a_private_folder_is_its_owners_alone_and_narrowing_one_is_said(tmp_path
     assert [p.stat().st_mode & 0o777 for p in (new, old)] == [0o700, 0o700]
 
 
+@pytest.mark.e2e  # make assignments and a grading run, read as a student (about 16 s)
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
 def test_a_student_reads_neither_the_course_nor_the_grades(monkeypatch, capsys) -> None:
     """Issue 47 item 2, from a student's side: in a checkout every user may read (a hub serves

@@ -323,6 +323,7 @@ def test_what_a_run_cut_short_left_is_removed_with_its_user() -> None:
         pwd.getpwnam(name)
 
 
+@pytest.mark.e2e  # torchrun in a sandboxed kernel
 @needs_host
 def test_lesson_05s_torchrun_runs_in_the_sandbox_as_on_a_learners_machine() -> None:
     """Lesson 05's core cell launches `torchrun --standalone` (its rendezvous at localhost)

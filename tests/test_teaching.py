@@ -40,6 +40,7 @@ def _release(course: Path) -> Path:
 NUMBERS = [assignments.lesson_number(p) for p in lesson_notebooks()]
 
 
+@pytest.mark.e2e  # writes every lesson's nbgrader course in both languages (about 50 s)
 @pytest.mark.parametrize("lang", assignments.LANGS)
 @pytest.mark.parametrize("number", NUMBERS)
 def test_the_release_holds_no_solution_code_or_text(number, lang, released_course) -> None:
@@ -95,6 +96,7 @@ def _run_all_says_not_done(release: Path, lang: str, cwd: Path) -> None:
     assert all(todo in line for line in said), said
 
 
+@pytest.mark.e2e  # the release run whole in a kernel, as a learner's Restart & Run All
 @pytest.mark.parametrize("lang", assignments.LANGS)
 def test_a_learners_restart_and_run_all_of_the_release_completes_saying_not_done(
     courses, lang, tmp_path
@@ -113,8 +115,8 @@ def test_every_lessons_release_runs_all_saying_not_done(number, tmp_path, releas
     _run_all_says_not_done(release, "en", tmp_path / "work")
 
 
-def test_a_file_that_is_no_submission_gets_one_line(courses, tmp_path) -> None:
-    release = _release(courses["en"])
+def test_a_file_that_is_no_submission_gets_one_line(released_course, tmp_path) -> None:
+    release = _release(released_course(LESSON, "en"))
     cases = {
         "a.txt": (b"hello", "not a notebook: a.txt is not an .ipynb file"),
         "b.ipynb": (b"{not json", "not a notebook: the file is not valid JSON"),
@@ -220,6 +222,7 @@ def _stand_in_grading(monkeypatch) -> list[tuple[str, str]]:
     return seen
 
 
+@pytest.mark.e2e  # two grading runs of sandboxed kernels (about 35 s)
 def test_every_file_gets_a_row_and_a_late_run_loses_none(courses, tmp_path, monkeypatch) -> None:
     from tools.teaching import grade as grader
 
@@ -317,6 +320,7 @@ def test_a_chinese_course_is_graded_in_chinese(courses, tmp_path, monkeypatch, c
     assert "课程自带的答案：满分" in said and "carol：新增（0 分）" in said, said
 
 
+@pytest.mark.e2e  # make assignments as a teacher types it, twice (about 10 s)
 def test_make_assignments_deletes_no_file_it_did_not_write(tmp_path, capsys) -> None:
     course, lessons = tmp_path / "course", [assignments.lesson_for(LESSON, "en")]
     assignments.write_course(course, "en", lessons)
