@@ -250,9 +250,11 @@ def test_a_student_cannot_start_more_processes_than_the_pids_limit() -> None:
         groups.remove()
 
 
-def test_the_teacher_sees_each_students_disk_in_home_and_tmp(tmp_path: Path, monkeypatch) -> None:
+def test_the_teacher_sees_each_students_disk_in_home_tmp_and_hand_ins(
+    tmp_path: Path, monkeypatch
+) -> None:
     """Issue 47 item 5: alice wrote 2 GiB to ~ and 2 GiB to /tmp; no quota on this filesystem,
-    so `make hub-disk` shows who uses what."""
+    so `make hub-disk` shows who uses what (hand-ins in the homework exchange too)."""
     import pwd
     from types import SimpleNamespace
 
@@ -268,7 +270,15 @@ def test_the_teacher_sees_each_students_disk_in_home_and_tmp(tmp_path: Path, mon
     monkeypatch.setattr(
         pwd, "getpwnam", lambda name: SimpleNamespace(pw_uid=54321, pw_dir=str(home))
     )
-    [(name, in_home, in_tmp)] = classroom.disk_usage({"alice"}, tmp=tmp)
+    exchange = tmp_path / "exchange"
+    (exchange / "inbound" / "alice+01_tensors+2026").mkdir(parents=True)
+    handed_in = exchange / "inbound" / "alice+01_tensors+2026" / "01_tensors.ipynb"
+    handed_in.write_bytes(b"4" * 2 * 1024**2)
+    os.chown(handed_in, 54321, 54321)
+    [(name, in_home, in_tmp, in_exchange)] = classroom.disk_usage(
+        {"alice"}, tmp=tmp, exchange=exchange
+    )
     assert name == "alice"
     assert 3 * 1024**2 <= in_home < 4 * 1024**2
     assert 5 * 1024**2 <= in_tmp < 6 * 1024**2
+    assert 2 * 1024**2 <= in_exchange < 3 * 1024**2  # every hand-in is kept there

@@ -491,8 +491,11 @@ def capacity_lines(s: Settings) -> list[str]:
 
 # Disk. The machine's filesystem (ext4 on / here, mounted without usrquota) has no quota to set,
 # so the teacher sees who uses what instead: `make hub-disk`.
-def disk_usage(names: set[str], tmp: Path = Path("/tmp")) -> list[tuple[str, int, int]]:
-    """(student, bytes in their home, bytes they own under ``tmp``), largest first."""
+def disk_usage(
+    names: set[str], tmp: Path = Path("/tmp"), exchange: Path | None = None
+) -> list[tuple[str, int, int, int]]:
+    """(student, bytes in their home, bytes they own under ``tmp``, bytes they own under the
+    homework ``exchange``: every hand-in is kept there), largest first."""
     owners: dict[int, str] = {}
     homes: dict[str, Path] = {}
     for name in names:
@@ -500,23 +503,21 @@ def disk_usage(names: set[str], tmp: Path = Path("/tmp")) -> list[tuple[str, int
             entry = pwd.getpwnam(name)
             owners[entry.pw_uid], homes[name] = name, Path(entry.pw_dir)
 
-    def walk(top: Path, count: dict[str, int], only: str = "") -> None:
-        for folder, dirs, files in os.walk(top, onerror=lambda _err: None):
+    def walk(top: Path | None, only: str = "") -> dict[str, int]:
+        count: dict[str, int] = {}
+        for folder, dirs, files in os.walk(top, onerror=lambda _err: None) if top else ():
             for item in dirs + files:
                 with contextlib.suppress(OSError):
                     st = os.lstat(os.path.join(folder, item))
                     owner = only or owners.get(st.st_uid, "")
                     if owner:
                         count[owner] = count.get(owner, 0) + st.st_blocks * 512
+        return count
 
-    home_bytes: dict[str, int] = {}
-    for name, home in homes.items():
-        home_bytes[name] = 0
-        walk(home, home_bytes, only=name)
-    tmp_bytes: dict[str, int] = {}
-    walk(tmp, tmp_bytes)
-    rows = [(n, home_bytes.get(n, 0), tmp_bytes.get(n, 0)) for n in homes]
-    return sorted(rows, key=lambda row: (-(row[1] + row[2]), row[0]))
+    home_bytes = {name: walk(home, only=name).get(name, 0) for name, home in homes.items()}
+    tmp_bytes, exchange_bytes = walk(tmp), walk(exchange)
+    rows = [(n, home_bytes[n], tmp_bytes.get(n, 0), exchange_bytes.get(n, 0)) for n in homes]
+    return sorted(rows, key=lambda row: (-sum(row[1:]), row[0]))
 
 
 def main(argv: list[str]) -> int:
@@ -524,10 +525,10 @@ def main(argv: list[str]) -> int:
         print("usage: python -m tools.teaching.classroom disk", file=sys.stderr)
         return 2
     s = settings()
-    rows = disk_usage(made_accounts(s))
-    print(f"{'student':<32} {'home':>10} {'/tmp':>10}")
-    for name, home, tmp in rows:
-        print(f"{name:<32} {mib(home):>10} {mib(tmp):>10}")
+    rows = disk_usage(made_accounts(s), exchange=s.exchange_dir)
+    print(f"{'student':<32} {'home':>10} {'/tmp':>10} {'hand-ins':>10}")
+    for name, home, tmp, handed_in in rows:
+        print(f"{name:<32} {mib(home):>10} {mib(tmp):>10} {mib(handed_in):>10}")
     if not rows:
         print(f"no student accounts recorded in {s.state_dir / ACCOUNTS_FILE}")
     return 0
