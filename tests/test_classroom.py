@@ -71,7 +71,16 @@ def test_a_bad_setting_is_one_line(environ: dict, says: str) -> None:
     with pytest.raises(classroom.SettingError) as err:
         classroom.settings(environ)
     assert says in str(err.value) and "\n" not in str(err.value)
-    # make hub prints that line and nothing else (no traceback)
+
+
+# Each case above is refused by classroom.settings, which make hub calls first: two of them
+# started as make hub starts, a fresh Python each.
+@pytest.mark.parametrize(
+    "environ", [{"HUB_PORT": "80000"}, {"HUB_SRV": "/etc/passwd"}], ids=["port", "srv"]
+)
+def test_make_hub_says_a_bad_setting_in_its_one_line_and_nothing_else(environ: dict) -> None:
+    with pytest.raises(classroom.SettingError) as err:
+        classroom.settings(environ)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")} | environ
     run = subprocess.run(
         [sys.executable, "-m", "tools.teaching.hub"], cwd=ROOT, env=env, capture_output=True

@@ -337,6 +337,7 @@ def test_a_checkpoint_with_a_compressed_record_is_refused_before_torch_reads_it(
     assert contents(tmp_path) == before
 
 
+@pytest.mark.e2e  # the script started as typed, twice, its peak memory read from outside
 @pytest.mark.timeout(300)
 def test_a_small_checkpoint_that_inflates_costs_no_memory_without_resume(tmp_path: Path) -> None:
     # Without --resume the script only looks at the checkpoint to say what the folder holds:
