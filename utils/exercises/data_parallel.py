@@ -554,7 +554,7 @@ def _judge_dealt(dealt) -> None:
         raise Wrong(
             "10 is what an even split would need, not what DistributedSampler deals: sum "
             "`len(list(DistributedSampler(range(10), 3, rank, ...)))` over the ranks.",
-            "10 是能平均分配时才有的结果，不是 DistributedSampler 实际分出的数：把各进程的 "
+            "10 是能平均分配时才有的结果，不是 DistributedSampler 实际分出的数：把各 rank 的 "
             "`len(list(DistributedSampler(range(10), 3, rank, ...)))` 加起来。",
         )
     if dealt == {False: expected[True], True: expected[False]}:
