@@ -428,6 +428,7 @@ def test_the_table_of_contents_is_read_within_bounds(tmp_path: Path, kind: str, 
     assert "\n" not in str(info.value) and "_toc.yml" in str(info.value)
 
 
+@pytest.mark.e2e  # pytest started as typed, a fresh Python
 def test_a_broken_table_of_contents_stops_pytest_in_one_line(tmp_path: Path) -> None:
     # Issue 46, case 11: 13 test modules list the lessons at import; a broken _toc.yml was
     # 14 tracebacks ("Interrupted: 14 errors during collection"), not the one line it is.

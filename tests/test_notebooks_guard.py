@@ -59,6 +59,7 @@ def test_notebook_has_kernel_metadata(path: Path) -> None:
     )
 
 
+@pytest.mark.e2e  # pytest --collect-only started as typed, a fresh Python
 def test_nbval_collects_every_english_notebook_and_no_chinese_one() -> None:
     """A notebook that exists but is not in nbval's collection would silently go untested;
     notebooks/zh has the English code and outputs, so nbval would run them twice."""
