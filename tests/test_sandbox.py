@@ -15,6 +15,7 @@ import pwd
 import shutil
 import socket
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,10 @@ def _run(code: str, timeout: float = 120, **traits) -> dict:
             pwd.getpwnam(user)
         return "".join(out), user, base
 
-    out, _, _ = asyncio.run(go())
+    # In a thread of its own: a browser test earlier in the session (Playwright's sync API)
+    # keeps an event loop running in this one, where asyncio.run refuses to start.
+    with ThreadPoolExecutor(1) as pool:
+        out, _, _ = pool.submit(asyncio.run, go()).result()
     return json.loads(out.strip().splitlines()[-1])
 
 
