@@ -27,6 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 needs_host = pytest.mark.skipif(bool(sandbox.check_host()), reason=str(sandbox.check_host()))
 
 
+def _in_own_loop(coroutine):
+    """``asyncio.run(coroutine)`` in a thread of its own: a browser test earlier in the session
+    (Playwright's sync API) keeps an event loop running in this one, where asyncio.run refuses
+    to start."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def _run(code: str, timeout: float = 120, **traits) -> dict:
     """Run ``code`` in a fresh sandboxed kernel; the JSON it printed last. Afterwards the
     kernel's user, folder and cgroup must be gone."""
@@ -54,10 +62,7 @@ def _run(code: str, timeout: float = 120, **traits) -> dict:
             pwd.getpwnam(user)
         return "".join(out), user, base
 
-    # In a thread of its own: a browser test earlier in the session (Playwright's sync API)
-    # keeps an event loop running in this one, where asyncio.run refuses to start.
-    with ThreadPoolExecutor(1) as pool:
-        out, _, _ = pool.submit(asyncio.run, go()).result()
+    out, _, _ = _in_own_loop(go())
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -305,7 +310,7 @@ def test_a_cell_is_interrupted_and_the_kernel_goes_on() -> None:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
 
-    assert asyncio.run(go()) == ["KeyboardInterrupt", "ok"]
+    assert _in_own_loop(go()) == ["KeyboardInterrupt", "ok"]
 
 
 @needs_host
@@ -318,7 +323,7 @@ def test_what_a_run_cut_short_left_is_removed_with_its_user() -> None:
         await km.start_kernel()
         return km.user.pw_name, km.base, km.cgroup.folders  # and never cleaned up
 
-    name, base, cgroups = asyncio.run(start())
+    name, base, cgroups = _in_own_loop(start())
     assert base.is_dir() and all(folder.is_dir() for folder in cgroups)
     sandbox.remove_user(name)
     assert not base.exists()
