@@ -4,7 +4,8 @@ student out (``make grade LESSON=01 SUBMISSIONS=folder``).
 One ``.ipynb`` per student, named by the student's id (``alice.ipynb``: letters, digits,
 ``-`` and ``_``). The grader builds a private nbgrader course for the lesson
 (tools/teaching/assignments.py: the same source the release came from), then for each
-submission runs ``nbgrader autograde`` (its kernel isolated and bounded:
+submission runs ``nbgrader autograde`` (forked from a Python that has imported nbgrader and
+PyTorch once: tools/teaching/forked.py; its kernel isolated and bounded:
 tools/teaching/sandbox.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
 (tools/teaching/export.py). The verdicts are computed here, not in the student's kernel
 (tools/teaching/judge.py): after each check cell, the kernel hands over the values the check
@@ -47,7 +48,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -68,7 +68,7 @@ from tools.owned import (
     within,
     write_refusal,
 )
-from tools.teaching import sandbox
+from tools.teaching import forked, sandbox
 from tools.teaching.assignments import (
     ROOT,
     AssignmentError,
@@ -386,7 +386,10 @@ def grade(
     kernel_env = [
         f"BLITZ_LANG={lang}",
         "CUDA_VISIBLE_DEVICES=",  # graded on the CPU: same numbers on every machine
-        "OMP_NUM_THREADS=2",
+        # the cores shared among the submissions side by side: with more threads than cores
+        # OpenMP's threads wait on each other (lesson 02 at --jobs 2 on 2 cores, measured:
+        # 11 to 22 s a submission with 2 threads each, 5.3 to 6 s with 1)
+        f"OMP_NUM_THREADS={max(1, _cores() // max(1, jobs))}",
         "PYTHONDONTWRITEBYTECODE=1",
     ]
     # Notebook 04 reads CIFAR-10 where the teacher's environment says (utils/data.py; make grade
@@ -703,37 +706,36 @@ def _autograde(
     memory_bytes: int,
     lang: str = "en",
 ) -> str | None:
-    """Run nbgrader autograde for one student, its log in ``logs``; a note when nbgrader
-    itself failed."""
-    env = nbgrader_env()
-    with (logs / f"{student}.log").open("w+b") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "nbgrader", "autograde", name, f"--student={student}",
-             "--force"],
-            cwd=course, env=env, stdout=log, stderr=log, start_new_session=True,
-        )  # fmt: skip
-        try:
-            process.wait(timeout=limit_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return in_lang(lang, "the grader stopped after {s} s: not graded", s=limit_s)
-        if process.returncode != 0:
-            log.seek(0)
-            said = log.read().decode("utf-8", "replace")
-            log_name = f"runs/{logs.parent.name}/logs/{student}.log"  # beside grades.csv
-            return in_a_teachers_words(said, memory_bytes, log_name)
+    """Run nbgrader autograde for one student (forked: tools/teaching/forked.py), its log in
+    ``logs``; a note when nbgrader itself failed."""
+    log = logs / f"{student}.log"
+    log.write_bytes(b"")
+    argv = ["autograde", name, f"--student={student}", "--force"]
+    code = forked.run(course, argv, nbgrader_env(), log, limit_s)
+    if code is None:
+        return in_lang(lang, "the grader stopped after {s} s: not graded", s=limit_s)
+    if code != 0:
+        said = log.read_bytes().decode("utf-8", "replace")
+        log_name = f"runs/{logs.parent.name}/logs/{student}.log"  # beside grades.csv
+        return in_a_teachers_words(said, memory_bytes, log_name)
     return None
+
+
+def _cores() -> int:
+    """The CPU cores this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def default_jobs(memory_bytes: int) -> int:
     """Submissions side by side: one a CPU core this process may use, no more than the
     machine's memory holds at ``memory_bytes`` each (each submission's cap), at least one;
     a line when memory is what limits it."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = _cores()
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    jobs = max(1, min(cores or 1, total // memory_bytes))
-    if jobs < (cores or 1):
+    jobs = max(1, min(cores, total // memory_bytes))
+    if jobs < cores:
         print(
             f"grade: {jobs} submission(s) at a time, not {cores} (one a core): at "
             f"{memory_bytes / 2**30:g} GB each, more would not fit this machine's "

@@ -1,0 +1,66 @@
+"""The grader's nbgrader commands, forked from a Python that has imported nbgrader and PyTorch
+(tools/teaching/forked.py): the same exit code, output and environment as the command typed,
+and a command past its limit stopped with everything it started."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.teaching import forked
+from tools.teaching.assignments import nbgrader_env
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the grader runs on Linux")
+
+# nbgrader runs a course's nbgrader_config.py as Python: a stand-in course that says where it
+# ran, writes to both streams, and on request starts a child and waits
+CONFIG = """import os, subprocess, sys, time
+print("config read, FORKED_TEST=" + os.environ.get("FORKED_TEST", "unset"), flush=True)
+print("a line on stderr", file=sys.stderr, flush=True)
+if os.environ.get("FORKED_TEST") == "hang":
+    child = subprocess.Popen(["sleep", "300"])
+    open("child.pid", "w").write(str(child.pid))
+    time.sleep(300)
+"""
+
+
+@pytest.fixture
+def course(tmp_path: Path) -> Path:
+    (tmp_path / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_forked_command_exits_and_writes_as_the_command_typed(course: Path) -> None:
+    argv = ["autograde", "nothing", "--student=x"]
+    env = {**nbgrader_env(), "FORKED_TEST": "given"}
+    typed = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *argv], cwd=course, env=env, capture_output=True
+    )
+    log = course / "forked.log"
+    log.write_bytes(b"")
+    code = forked.run(course, argv, env, log, 120)
+    said = log.read_text(encoding="utf-8")
+    assert (code, typed.returncode) == (1, 1)
+    assert "config read, FORKED_TEST=given" in said  # its environment, its folder
+    assert "a line on stderr" in said
+    assert "No notebooks were matched" in said  # nbgrader's own error, as typed
+    assert "No notebooks were matched" in typed.stderr.decode()
+
+
+def test_a_forked_command_past_its_limit_is_stopped_with_its_children(course: Path) -> None:
+    log = course / "forked.log"
+    log.write_bytes(b"")
+    env = {**nbgrader_env(), "FORKED_TEST": "hang"}
+    assert forked.run(course, ["db", "student", "list"], env, log, 30) is None
+    pid = int((course / "child.pid").read_text())
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    if state not in ("gone", "Z"):  # a zombie is dead, waiting for init to reap it
+        os.kill(pid, 9)
+        pytest.fail(f"the command's child outlived its limit (state {state})")
