@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tools.teaching import forked
-from tools.teaching.assignments import nbgrader_env
+from tools.teaching.assignments import ROOT, nbgrader_env
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the grader runs on Linux")
 
@@ -51,6 +51,7 @@ def test_a_forked_command_exits_and_writes_as_the_command_typed(course: Path) ->
     assert "No notebooks were matched" in typed.stderr.decode()
 
 
+@pytest.mark.e2e  # waits out the command's 30 s limit
 def test_a_forked_command_past_its_limit_is_stopped_with_its_children(course: Path) -> None:
     log = course / "forked.log"
     log.write_bytes(b"")
@@ -64,3 +65,21 @@ def test_a_forked_command_past_its_limit_is_stopped_with_its_children(course: Pa
     if state not in ("gone", "Z"):  # a zombie is dead, waiting for init to reap it
         os.kill(pid, 9)
         pytest.fail(f"the command's child outlived its limit (state {state})")
+
+
+@pytest.mark.e2e  # a fresh Python importing nbgrader twice over (about 10 s)
+def test_without_a_fork_server_the_command_runs_as_typed(course: Path, tmp_path_factory) -> None:
+    # a fresh Python whose TMPDIR is too deep for the fork server's socket (107 bytes at most)
+    deep = tmp_path_factory.mktemp("t") / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    script = (
+        "import sys; from pathlib import Path; from tools.teaching import forked; "
+        "from tools.teaching.assignments import nbgrader_env; "
+        "log = Path(sys.argv[1]) / 'forked.log'; log.write_bytes(b''); "
+        "sys.exit(forked.run(Path(sys.argv[1]), ['autograde', 'nothing', '--student=x'], "
+        "nbgrader_env(), log, 120) + 10)"
+    )
+    env = {**os.environ, "TMPDIR": str(deep)}
+    done = subprocess.run([sys.executable, "-c", script, str(course)], env=env, cwd=ROOT)
+    assert done.returncode == 11  # nbgrader's exit code 1, no traceback of the fork server's
+    assert "No notebooks were matched" in (course / "forked.log").read_text(encoding="utf-8")
