@@ -68,7 +68,7 @@ from tools.owned import (
     within,
     write_refusal,
 )
-from tools.teaching import forked, sandbox
+from tools.teaching import classroom, forked, sandbox
 from tools.teaching.assignments import (
     ROOT,
     AssignmentError,
@@ -389,7 +389,7 @@ def grade(
         # the cores shared among the submissions side by side: with more threads than cores
         # OpenMP's threads wait on each other (lesson 02 at --jobs 2 on 2 cores, measured:
         # 11 to 22 s a submission with 2 threads each, 5.3 to 6 s with 1)
-        f"OMP_NUM_THREADS={max(1, _cores() // max(1, jobs))}",
+        f"OMP_NUM_THREADS={max(1, (classroom.cores() or 1) // max(1, jobs))}",
         "PYTHONDONTWRITEBYTECODE=1",
     ]
     # Notebook 04 reads CIFAR-10 where the teacher's environment says (utils/data.py; make grade
@@ -721,18 +721,11 @@ def _autograde(
     return None
 
 
-def _cores() -> int:
-    """The CPU cores this process may use."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
-
-
 def default_jobs(memory_bytes: int) -> int:
     """Submissions side by side: one a CPU core this process may use, no more than the
     machine's memory holds at ``memory_bytes`` each (each submission's cap), at least one;
     a line when memory is what limits it."""
-    cores = _cores()
+    cores = classroom.cores() or 1
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     jobs = max(1, min(cores, total // memory_bytes))
     if jobs < cores:
