@@ -353,3 +353,36 @@ def test_no_cheat_changes_a_verdict_of_lesson_05(tmp_path) -> None:
     assert set(rows) == set(AT_ONCE)
     for student in AT_ONCE:
         assert rows[student]["ex05_q1"] == "0", (student, rows[student])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("lang", assignments.LANGS)
+def test_an_answer_that_uses_a_deep_dives_helper_keeps_its_points(tmp_path, lang) -> None:
+    """The grader leaves out the deep dives no later cell needs (tools/teaching/needed.py), so
+    it runs the one whose helper an answer calls: lesson 01's ``seed_everything`` in exercise 4,
+    where the solution seeds with ``torch.manual_seed``; the others say they were not run."""
+    if sandbox.check_host():
+        pytest.skip(sandbox.check_host())
+    from tools.teaching.grade import grade
+    from tools.teaching.words import in_lang
+
+    course, submitted = tmp_path / "course", tmp_path / "submitted"
+    lesson = assignments.lesson_for("01", lang)
+    assignments.write_course(course, lang, [lesson])
+    nb = nbformat.read(course / "source" / lesson.stem / f"{lesson.stem}.ipynb", as_version=4)
+    (answer,) = [
+        c
+        for c in nb.cells
+        if (c.metadata.get("nbgrader") or {}).get("grade_id") == "ex01_q4_answer"
+    ]
+    assert "_ = torch.manual_seed(0)" in answer.source
+    answer.source = answer.source.replace("_ = torch.manual_seed(0)", "seed_everything(0)")
+    submitted.mkdir()
+    nbformat.write(nb, submitted / "dora.ipynb")
+    csv_path = grade("01", submitted, tmp_path / "out", lang, cell_timeout=90, timeout=900)
+    with csv_path.open(encoding="utf-8") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["total"] == "4", row
+    page = (tmp_path / "out" / "feedback" / "dora.html").read_text(encoding="utf-8")
+    note = in_lang(lang, "not run by the grader: a deep dive no later cell needs")
+    assert note in page

@@ -6,7 +6,8 @@ One ``.ipynb`` per student, named by the student's id (``alice.ipynb``: letters,
 (tools/teaching/assignments.py: the same source the release came from), then for each
 submission runs ``nbgrader autograde`` (forked from a Python that has imported nbgrader and
 PyTorch once: tools/teaching/forked.py; its kernel isolated and bounded:
-tools/teaching/sandbox.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
+tools/teaching/sandbox.py; the lesson's deep dives that no later cell needs are left out:
+tools/teaching/needed.py), then ``nbgrader generate_feedback`` and ``nbgrader export``
 (tools/teaching/export.py). The verdicts are computed here, not in the student's kernel
 (tools/teaching/judge.py): after each check cell, the kernel hands over the values the check
 names as data (never a pickle this process unpickles) and the student's functions are called
@@ -59,6 +60,7 @@ from pathlib import Path
 import nbformat
 from nbconvert.preprocessors import Preprocessor
 
+from tools.conventions import OPTIONAL
 from tools.lessons import LessonError
 from tools.owned import (
     is_regular,
@@ -402,6 +404,14 @@ def grade(
     courses = [run / f"course-{k}" for k in range(jobs)]
     hidden = [str(p) for p in (*courses, reports, accepted, submissions.resolve(), out.resolve())]
 
+    # the lesson's deep dives, which a submission's grading leaves out when no later cell
+    # needs them (tools/teaching/needed.py)
+    deep_dives = [
+        c.get("id")
+        for c in nbformat.read(lesson, as_version=4).cells
+        if OPTIONAL in c.metadata.get("tags", [])
+    ]
+
     def grading(k: int) -> str:
         return f"""
 # The grader's course (tools/teaching/grade.py): each submission's kernel sandboxed and bounded.
@@ -412,6 +422,7 @@ c.SandboxedExecute.report_dir = {str(reports)!r}
 c.JudgedExecute.verdicts_dir = {str(reports)!r}
 c.SandboxedExecute.lang = {lang!r}
 c.JudgedExecute.request_timeout = {cell_timeout}
+c.JudgedExecute.deep_dives = {deep_dives!r}
 c.SandboxKernelManager.work_root = {str(run / f"sandboxes-{k}")!r}
 c.SandboxKernelManager.ledger = {str(run / f"users-{k}")!r}
 c.SandboxKernelManager.hidden_paths = {hidden!r}

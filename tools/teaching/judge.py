@@ -40,9 +40,11 @@ import zmq
 from jupyter_client.blocking import BlockingKernelClient
 from jupyter_core.utils import run_sync
 from nbformat.v4 import new_output
-from traitlets import Integer, Unicode
+from traitlets import Integer, List, Unicode
 
+from tools.teaching import needed
 from tools.teaching.sandbox import SandboxedExecute
+from tools.teaching.words import in_lang
 from utils.exercises import _wire
 
 MARKER = "# judged by the grader, outside this kernel: "
@@ -227,10 +229,21 @@ class JudgedExecute(SandboxedExecute):
 
     verdicts_dir = Unicode("", help="folder for <student>.verdicts.json").tag(config=True)
     request_timeout = Integer(120, help="seconds for one request to the kernel").tag(config=True)
+    deep_dives = List(Unicode(), help="ids of the lesson's optional cells").tag(config=True)
 
     def preprocess(self, nb, resources, km=None):
         self._verdicts: dict[str, int] = {}
         self._kernel: Kernel | None = None
+        # the deep dives no later cell needs are not run (tools/teaching/needed.py); the
+        # lesson says which cells are deep dives, a submission's own tags do not
+        dives = set(self.deep_dives)
+        self._skipped = needed.skippable(
+            [c.source if c.cell_type == "code" else "" for c in nb.cells],
+            [
+                c.cell_type == "code" and c.get("id") in dives and not c.metadata.get("nbgrader")
+                for c in nb.cells
+            ],
+        )
         try:
             return super().preprocess(nb, resources, km=km)
         finally:
@@ -252,6 +265,10 @@ class JudgedExecute(SandboxedExecute):
             )
             with contextlib.suppress(Unanswered):  # a kernel that never answers: its checks say so
                 self._kernel.handshake()
+        if cell_index in self._skipped:
+            note = in_lang(self.lang, "not run by the grader: a deep dive no later cell needs")
+            cell.outputs = [new_output("stream", name="stdout", text=note + "\n")]
+            return cell
         cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         meta = cell.metadata.get("nbgrader") or {}
         if cell.cell_type != "code" or not meta.get("grade"):

@@ -618,6 +618,11 @@ class SandboxedExecute(Execute):
             self.lang, "the submission's time limit ({s} s) ran out", s=self.submission_timeout
         )
 
+    def _code_cell(self, cell_index: int) -> int:
+        """The cell's number among the notebook's code cells, counted from 1 as a teacher
+        counts them (cells the grader did not run included)."""
+        return sum(c.cell_type == "code" for c in self.nb.cells[: cell_index + 1])
+
     def _cell_timeout(self, cell) -> int:
         left = self._deadline - time.monotonic()
         return max(1, int(min(self.timeout, left) + 0.999))
@@ -645,7 +650,7 @@ class SandboxedExecute(Execute):
                     self.lang,
                     "code cell {n} used up the submission's memory (--memory-gb {gb:g}) and "
                     "the kernel was stopped",
-                    n=execution_count or cell_index,
+                    n=self._code_cell(cell_index),
                     gb=self.km.memory / 2**30,
                 )
             else:
@@ -665,7 +670,7 @@ class SandboxedExecute(Execute):
         elif self._stopped is None and any(
             o.get("ename") == "CellTimeoutError" for o in cell.outputs
         ):  # cut by its own limit, and the kernel went on
-            self._interrupted.append(self.code_cells_executed)
+            self._interrupted.append(self._code_cell(cell_index))
         return cell
 
     # nbclient binds its synchronous wrapper to its own coroutine: bind it to ours

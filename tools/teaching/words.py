@@ -31,6 +31,9 @@ ZH = {
     ),
     "the grader stopped after {s} s: not graded": "批改程序在 {s} 秒后停止：未批改",
     "interrupted after {s} s: code cell {cells}": "{s} 秒后被中断：代码单元格 {cells}",
+    "not run by the grader: a deep dive no later cell needs": (
+        "批改时没有运行：这是一段深入内容，后面的单元格都不需要它"
+    ),
     "the submission's time limit ({s} s) ran out": "提交的时间限制（{s} 秒）用完了",
     "the kernel stopped (the code above crashed or exited)": (
         "内核停止了（上面的代码崩溃或退出了）"
