@@ -563,16 +563,16 @@ def test_the_grader_writes_nothing_through_a_link(
 
 
 def test_every_line_the_grader_says_has_its_chinese() -> None:
-    """COURSE_LANG=zh make grade: each template the grader, its sandbox and make homework and
-    make collect fill in
-    (tools/teaching/words.py's in_lang) has a Chinese line with the same fields."""
+    """COURSE_LANG=zh make grade: each template the grader, its sandbox, its judge, make
+    homework and make collect fill in (tools/teaching/words.py's in_lang) has a Chinese line
+    with the same fields."""
     import ast
     import re
 
     from tools.teaching.words import ZH
 
     used = []
-    for module in ("grade.py", "sandbox.py", "homework.py"):
+    for module in ("grade.py", "sandbox.py", "judge.py", "homework.py"):
         tree = ast.parse((ROOT / "tools" / "teaching" / module).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "in_lang":
