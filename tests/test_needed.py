@@ -80,6 +80,12 @@ def test_a_deep_dive_that_cannot_be_read_runs() -> None:
     assert left_out((DEEP, "def broken(:"), (CORE, "print(1)")) == set()
 
 
+def test_a_cell_too_deep_to_read_runs_and_reads_anything() -> None:
+    too_deep = "y = " + "+".join(["x"] * 200_000)  # Python's own compiler gives up on it
+    assert names(too_deep) is None
+    assert left_out((DEEP, "x = 1"), (CORE, too_deep)) == set()
+
+
 def test_markdown_is_given_as_no_code() -> None:
     # the grader passes "" for a markdown cell: it reads and binds nothing
     assert left_out((DEEP, "x = 1"), (CORE, ""), (CORE, "print(2)")) == {0}
@@ -95,3 +101,12 @@ def test_a_deep_dive_that_changes_an_object_in_place_runs_for_its_readers(change
 def test_an_in_place_method_on_a_new_object_changes_no_name() -> None:
     # torch.zeros(3) is a new tensor: torch itself is not changed
     assert left_out((DEEP, "torch.zeros(3).add_(1)"), (CORE, "print(torch.ones(1))")) == {0}
+
+
+def test_a_function_reads_its_globals_when_it_is_called_in_a_later_cell() -> None:
+    cells = (
+        (CORE, "def answer():\n    return helper()"),
+        (DEEP, "def helper():\n    return 1"),  # after the definition, before the call
+        (CORE, "print(answer())"),
+    )
+    assert left_out(*cells) == set()

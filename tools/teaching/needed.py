@@ -14,6 +14,8 @@ locals are its own). The rules, each on the safe side (a cell in doubt runs):
   a loop or a ``try``) of a cell in between binds it again; repeated until no more join;
 - a cell that changes an object in place (``model.fc = ...``, ``model[-1] = ...``,
   ``w.requires_grad_()``: PyTorch's in-place methods end in ``_``) counts as binding its name;
+- a function reads the module's names when it is called, so what the functions of a cell that
+  runs read counts as read by every cell that runs after it;
 - a name counts as read where it is read before the cell itself surely bound it (``x = x + 1``
   reads ``x``; a loop's body reads its target after the loop bound it);
 - a cell that reaches names in ways no table shows (``globals()``, ``eval``, ``exec``,
@@ -46,12 +48,15 @@ class Names:
     binds: frozenset[str]  # every name the cell binds
     surely: frozenset[str]  # those it binds by a plain statement, so earlier bindings are dead
     reads: frozenset[str] | None  # names it reads before binding them itself; None: any name
+    later: frozenset[str] = frozenset()  # names its functions read, whenever they are called
 
 
-def _scoped(code: str) -> tuple[set[str], set[str]]:
-    """The names a piece of a cell binds and reads at the top level, scoped as Python does."""
+def _scoped(code: str) -> tuple[set[str], set[str], set[str]]:
+    """The names a piece of a cell binds and reads at the top level, scoped as Python does,
+    and those its inner scopes (functions, lambdas, comprehensions) read: a function reads
+    them when it is called, maybe in a later cell."""
     table = symtable.symtable(code, "<cell>", "exec")
-    binds, reads = set(), set()
+    binds, reads, inside = set(), set(), set()
     for symbol in table.get_symbols():
         if symbol.is_assigned() or symbol.is_imported():
             binds.add(symbol.get_name())
@@ -65,9 +70,10 @@ def _scoped(code: str) -> tuple[set[str], set[str]]:
             if symbol.is_global():  # a name this scope takes from the cell's module
                 if symbol.is_referenced():
                     reads.add(symbol.get_name())
+                    inside.add(symbol.get_name())
                 if symbol.is_declared_global() and symbol.is_assigned():
                     binds.add(symbol.get_name())
-    return binds, reads
+    return binds, reads, inside
 
 
 def _root(node: ast.AST) -> str | None:
@@ -143,7 +149,7 @@ def _flow(statements: list[ast.stmt], surely: set[str]) -> set[str]:
                 read(handler.type, surely)
                 reads.update(_flow(handler.body, surely | {handler.name} - {None}))
         else:
-            bound, read_here = _scoped(ast.unparse(statement))
+            bound, read_here, _ = _scoped(ast.unparse(statement))
             reads.update(read_here - surely)
             if isinstance(statement, SURE) or (
                 isinstance(statement, ast.AnnAssign) and statement.value is not None
@@ -168,13 +174,16 @@ def names(source: str) -> Names | None:
             ):
                 surely |= bound
         reads = _flow(tree.body, set())
+        later = _scoped(ast.unparse(tree))[2]
         if magic:
             reads |= _ipython_reads(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except Exception:  # whatever stops the reading (a syntax error, nesting too deep): it runs
         return None
     if reads & DYNAMIC - {"get_ipython"}:
         reads |= set(WORD.findall(source))
-    return Names(frozenset(binds), frozenset(surely), frozenset(reads))
+    if later & DYNAMIC:
+        later |= set(WORD.findall(source))
+    return Names(frozenset(binds), frozenset(surely), frozenset(reads), frozenset(later))
 
 
 def _ipython_reads(source: str) -> set[str]:
@@ -199,18 +208,25 @@ def skippable(sources: list[str], deep_dive: list[bool]) -> set[int]:
     ``sources`` holds every cell's code ("" for a markdown cell)."""
     found = [names(s) for s in sources]
     runs = [not d for d in deep_dive]
-    todo = [j for j, r in enumerate(runs) if r]
-    while todo:
-        j = todo.pop()
-        reads = None if found[j] is None else found[j].reads
-        for i in range(j - 1, -1, -1):  # back from j: who last bound what j reads
-            cell = found[i]
-            if cell is None or reads is None or cell.binds & reads:
-                if not runs[i]:
-                    runs[i] = True
-                    todo.append(i)
-            if cell is not None and reads is not None:
-                reads = reads - cell.surely  # bound for sure by cell i: older ones are dead
-                if not reads:
-                    break
+    joined = True
+    while joined:  # a deep dive that joins may define functions that later cells call
+        joined = False
+        later: frozenset[str] | None = frozenset()  # read by the functions defined so far
+        for j, cell in enumerate(found):
+            if not runs[j]:
+                continue
+            reads = (
+                None if cell is None or cell.reads is None or later is None else cell.reads | later
+            )
+            for i in range(j - 1, -1, -1):  # back from j: who last bound what j reads
+                before = found[i]
+                if before is None or reads is None or before.binds & reads:
+                    if not runs[i]:
+                        runs[i] = joined = True
+                if before is not None and reads is not None:
+                    reads = reads - before.surely  # bound for sure by cell i: older ones are dead
+                    if not reads:
+                        break
+            if later is not None:
+                later = None if cell is None else later | cell.later
     return {i for i, d in enumerate(deep_dive) if d and not runs[i]}
