@@ -196,11 +196,37 @@ def test_a_cpu_model_on_a_cuda_machine_stays_on_the_cpu(monkeypatch):
     assert_right(ex.q1, train_epoch, torch.device("cpu"))
 
 
+@pytest.mark.parametrize(
+    "answer", [train_epoch_moving_where_needed, train_epoch_reading_the_loader]
+)
+def test_a_cpu_check_on_a_cuda_machine_accepts_what_a_cpu_machine_accepts(monkeypatch, answer):
+    # Seen on an H200 (make test-gpu, 2026-11-29): with `device` the CPU, an answer that moves
+    # its batches only where `device` is not the CPU was called wrong there ("0 of the 5
+    # batches were moved"), and right on a machine without a GPU.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert_right(ex.q1, answer, torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("answer", "en"),
+    [
+        (train_epoch_through_module, "calling its `.module` skips the wrapper"),
+        (train_epoch_not_moving, "of the 5 batches were moved"),
+    ],
+)
+def test_a_cpu_check_on_a_cuda_machine_refuses_what_a_cpu_machine_refuses(monkeypatch, answer, en):
+    # Seen on an H200 (make test-gpu, 2026-11-29): bypassing the wrapper with `.module` was
+    # called right there, since the check left the wrapper out where CUDA was available.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    status, message = ex.q1.outcome(answer, torch.device("cpu"), lang="en")
+    assert status == "wrong" and en in message, message
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA GPU (make test-gpu)")
 def test_train_epoch_is_judged_on_the_gpu_it_names():
     # The check cell passes the notebook's `device`: on a GPU the model, the batches and the
     # DataParallel wrapper are all there. A model left on the CPU of a GPU machine is judged
-    # too (above): DataParallel would move it to the GPU, so that part is left out there.
+    # too (above), through the wrapper a machine without CUDA builds.
     cuda = torch.device("cuda")
     assert_right(ex.q1, train_epoch_moving_batches_to(cuda), cuda)
     assert_todo(ex.q1, train_epoch_placeholder, cuda)

@@ -112,16 +112,12 @@ class _CudaStandIn(TorchFunctionMode):
 
 @contextlib.contextmanager
 def _device_standing_in_for_a_gpu(function, device: torch.device):
-    """Where there is no GPU and ``function`` reads a global ``device`` that is the CPU: that
-    global says ``cuda:0`` for the block (and moves there stay on the CPU); else nothing."""
+    """Where the check runs on the CPU and ``function`` reads a global ``device`` that is the
+    CPU: that global says ``cuda:0`` for the block, and moves there stay on the CPU, also on a
+    machine that has a GPU; else nothing."""
     names = getattr(function, "__globals__", None)
     given = names.get("device") if isinstance(names, dict) else None
-    if (
-        device.type != "cpu"
-        or torch.cuda.is_available()
-        or not isinstance(given, torch.device)
-        or given.type != "cpu"
-    ):
+    if device.type != "cpu" or not isinstance(given, torch.device) or given.type != "cpu":
         yield
         return
     names["device"] = torch.device("cuda", 0)
@@ -130,6 +126,17 @@ def _device_standing_in_for_a_gpu(function, device: torch.device):
             yield
     finally:
         names["device"] = given
+
+
+class _DataParallelWithoutCuda(nn.DataParallel):
+    """``nn.DataParallel`` as ``torch`` builds it on a machine without CUDA (or with MPS): no
+    device ids, so ``forward`` calls the module where it is. Still a ``DataParallel``, so an
+    answer's ``isinstance`` and ``.module`` see the wrapper they would see there."""
+
+    def __init__(self, module: nn.Module) -> None:
+        nn.Module.__init__(self)
+        self.module = module
+        self.device_ids = []
 
 
 def _setup_q1(seeds: tuple[int, int]) -> tuple[DataLoader, nn.Linear]:
@@ -156,12 +163,12 @@ def _trial_q1(train_epoch, device: torch.device, seeds: tuple[int, int]) -> dict
         "through": None,
     }
     # Where CUDA is available, DataParallel puts the module on a GPU whatever `device` says; a
-    # function written for a CPU model there would be judged on data it never asked for. So the
-    # wrapper is checked on a CUDA device, or where there is none (forward calls the module).
+    # function written for a CPU model there would be judged on data it never asked for. So a
+    # CPU check there wraps the model as a machine without CUDA does (forward calls the module).
     if device.type == "cuda":
         wrapped = nn.DataParallel(copy.deepcopy(start).to(device), device_ids=[device])
     elif torch.cuda.is_available():
-        return trial
+        wrapped = _DataParallelWithoutCuda(copy.deepcopy(start).to(device))
     else:
         wrapped = nn.DataParallel(copy.deepcopy(start).to(device))
     through = []  # one entry per call of the wrapper itself, not of its .module
@@ -266,8 +273,6 @@ def q1(train_epoch, device=None) -> None:
         )
 
     through = trial["through"]
-    if through is None:  # a CPU model on a machine with CUDA: the wrapper part is left out
-        return
     if not isinstance(through, int) or through < len(batches):
         raise Wrong(
             f"a model wrapped in `nn.DataParallel` was called {through} time(s) for "
