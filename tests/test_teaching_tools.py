@@ -556,6 +556,8 @@ def test_the_grader_writes_nothing_through_a_link(
         (out / linked).parent.mkdir(parents=True, exist_ok=True)
         (out / linked).symlink_to(elsewhere / Path(linked).name)
     monkeypatch.setattr(grade, "_autograde", lambda *a, **k: pytest.fail("graded through a link"))
+    # what the host has (bwrap, root) is another test's matter: `make test` runs without them
+    monkeypatch.setattr(grade.sandbox, "check_host", lambda: "")
     code = grade.main(["--lesson", "01", "--submissions", str(submissions), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "is a link" in err, err
