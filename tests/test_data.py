@@ -742,7 +742,8 @@ def answer(monkeypatch: pytest.MonkeyPatch):
                 pass
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll: 0.5 s by default, a tenth of that here
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         servers.append(server)
         base = f"http://127.0.0.1:{server.server_address[1]}"
         monkeypatch.setattr(tvd.CIFAR10, "url", f"{base}/cifar-10-python.tar.gz")
