@@ -114,9 +114,10 @@ test: lint
 # cell of the five notebooks in kernels of `make lab` run from this shell's environment (no
 # test contract) and in the unpacked zip, the site and decks in Chromium, JupyterLab and
 # RISE, the DDP scripts under torchrun, the core path in a fresh Python, and (as root) the
-# class: `make hub` with three students, the grader on a class of submissions.
+# class: `make hub` with three students, the grader on a class of submissions. The 25 slowest
+# are listed at the end: where CI's time goes.
 test-e2e: $(STAMP) $(HUB_STAMP) $(HUB_PROXY) data-link grade-tools
-	$(BIN)/python -m pytest -m e2e tests
+	$(BIN)/python -m pytest -m e2e tests --durations=25
 
 # The same stored outputs under other CPU kernels and thread counts (see CONTRIBUTING.md).
 test-portable: $(STAMP)
