@@ -1,4 +1,5 @@
-"""The test contract (tools/harness/contract.py): what it hides on a Mac.
+"""The test contract (tools/harness/contract.py): what it hides on a Mac, and the thread
+counts `make test-portable` adds to it.
 
 No Mac runs here, so this process plays one: PyTorch's C functions that report an MPS build
 and Apple's GPU are replaced, and the real Python layers above them (torch.backends.mps,
@@ -77,3 +78,23 @@ def test_an_accelerator_allowed_leaves_apple_gpu_alone(monkeypatch) -> None:
     environ = {"BLITZ_FORCE_CPU": "0"}
     contract.apply(environ)
     assert "IPYTHONDIR" not in environ and "CUDA_VISIBLE_DEVICES" not in environ
+
+
+def test_test_portable_runs_the_thread_counts_make_test_did_not() -> None:
+    """CI's shell sets one thread (.ci/run): the stored outputs are then checked at 2 and 4
+    threads; from a plain shell, make test runs at the contract's 2, so 1 and 4. Each run
+    also caps the instruction set."""
+    from tools.harness import portable
+
+    assert portable.default_variants({}) == ["avx2+omp1", "generic+omp4"]
+    assert portable.default_variants({"OMP_NUM_THREADS": "1"}) == ["avx2+omp2", "generic+omp4"]
+    assert portable.default_variants({"OMP_NUM_THREADS": " 4 "}) == ["avx2+omp1", "generic+omp2"]
+    assert portable.default_variants({"OMP_NUM_THREADS": "8"}) == [
+        "avx2+omp1",
+        "generic+omp2",
+        "omp4",
+    ]
+    both = portable._variant("generic+omp4")
+    assert both["OMP_NUM_THREADS"] == "4" and both["ONEDNN_MAX_CPU_ISA"] == "SSE41"
+    with pytest.raises(SystemExit, match="no variant 'omp3'"):
+        portable._variant("avx2+omp3")

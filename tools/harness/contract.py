@@ -22,6 +22,8 @@ from utils import data
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_SUBSET = ROOT.parent / "shared" / "data" / "cifar10-subset.npz"
+# The notebooks' thread count where the shell sets none (the stored outputs were recorded so).
+THREADS = "2"
 _ON = {"1", "true", "yes", "on"}
 _OFF = {"0", "false", "no", "off"}
 
@@ -51,7 +53,7 @@ def apply(environ: MutableMapping[str, str] = os.environ) -> None:
     test kernel and a kernel of ``make lab``."""
     if environ is os.environ and not SHELL_ENVIRON:
         SHELL_ENVIRON.update(environ)
-    environ.setdefault("OMP_NUM_THREADS", "2")
+    environ.setdefault("OMP_NUM_THREADS", THREADS)
     environ.setdefault("BLITZ_CIFAR10", "subset")
     _subset_file(environ)
     force = environ.setdefault("BLITZ_FORCE_CPU", "1").strip().lower()
