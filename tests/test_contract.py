@@ -8,6 +8,7 @@ torch.mps, torch.accelerator, notebook 01's get_device) answer from them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -83,18 +84,32 @@ def test_an_accelerator_allowed_leaves_apple_gpu_alone(monkeypatch) -> None:
 def test_test_portable_runs_the_thread_counts_make_test_did_not() -> None:
     """CI's shell sets one thread (.ci/run): the stored outputs are then checked at 2 and 4
     threads; from a plain shell, make test runs at the contract's 2, so 1 and 4. Each run
-    also caps the instruction set."""
+    also caps the instruction set. A count above the cores, which PyTorch runs as the cores,
+    is left out where it would repeat another run."""
     from tools.harness import portable
 
-    assert portable.default_variants({}) == ["avx2+omp1", "generic+omp4"]
-    assert portable.default_variants({"OMP_NUM_THREADS": "1"}) == ["avx2+omp2", "generic+omp4"]
-    assert portable.default_variants({"OMP_NUM_THREADS": " 4 "}) == ["avx2+omp1", "generic+omp2"]
-    assert portable.default_variants({"OMP_NUM_THREADS": "8"}) == [
-        "avx2+omp1",
-        "generic+omp2",
-        "omp4",
-    ]
+    def cores(n: int):
+        return lambda count: str(min(int(count), n))
+
+    plan = portable.default_variants
+    assert plan({}, cores(8)) == (["avx2+omp1", "generic+omp4"], [])
+    assert plan({"OMP_NUM_THREADS": "1"}, cores(8)) == (["avx2+omp2", "generic+omp4"], [])
+    assert plan({"OMP_NUM_THREADS": " 4 "}, cores(8)) == (["avx2+omp1", "generic+omp2"], [])
+    assert plan({"OMP_NUM_THREADS": "8"}, cores(8))[0] == ["avx2+omp1", "generic+omp2", "omp4"]
+    # 2 cores: omp4 runs 2 threads, as omp2 (CI) or make test itself does
+    assert plan({"OMP_NUM_THREADS": "1"}, cores(2)) == (
+        ["avx2+omp2", "generic"],
+        ["omp4: PyTorch runs 2 threads here, as another run does"],
+    )
+    assert plan({}, cores(2))[0] == ["avx2+omp1", "generic"]
     both = portable._variant("generic+omp4")
     assert both["OMP_NUM_THREADS"] == "4" and both["ONEDNN_MAX_CPU_ISA"] == "SSE41"
     with pytest.raises(SystemExit, match="no variant 'omp3'"):
         portable._variant("avx2+omp3")
+
+
+def test_pytorch_is_asked_how_many_threads_it_runs() -> None:
+    from tools.harness import portable
+
+    assert portable.threads_run("1") == "1"
+    assert int(portable.threads_run("64")) <= (os.cpu_count() or 1)
