@@ -17,13 +17,15 @@ lab hub grade bench html test-full-data: export BLITZ_CIFAR10_SUBSET := $(BLITZ_
 
 
 
-.PHONY: help generate venv lab hub hub-disk assignments grade grade-tools homework collect data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
+.PHONY: help generate venv lab hub hub-lessons hub-disk assignments grade grade-tools homework collect data-link test test-e2e test-portable test-full-data test-gpu lint utils refresh clean clean-runs html bench stress-ddp translations
 
 help:
 	@echo "make lab      - JupyterLab on notebooks/ at 127.0.0.1 (LAB_PORT, default 8888; URL with token printed;"
 	@echo "               your own token from the environment, never make's command line: LAB_TOKEN=... make lab)"
 	@echo "make hub      - JupyterHub for a class (as root): a login, Unix account and Lab per student,"
 	@echo "               the lessons by one nbgitpuller link; 127.0.0.1:8000 unless HUB_IP (TEACHING.md)"
+	@echo "make hub-lessons - a graded course (HUB_COURSE=graded): your latest commit to the class,"
+	@echo "               without the solutions"
 	@echo "make test     - ruff, unit tests and nbval (strict) on every notebook (a few minutes)"
 	@echo "make test-e2e - what a person starts: every notebook in \`make lab\`'s kernels and in the zip,"
 	@echo "               the site and decks in Chromium, Lab and RISE, torchrun launches, a fresh Python"
@@ -83,6 +85,11 @@ HUB_STAMP  := $(VENV)/.hub-installed
 HUB_PROXY  := tools/teaching/proxy/node_modules/.package-lock.json
 hub: $(STAMP) $(HUB_STAMP) $(HUB_PROXY) data-link
 	$(BIN)/python -m tools.teaching.hub
+
+# A graded course (HUB_COURSE=graded): your latest commit handed to the class, without the
+# solutions (tools/teaching/classcopy.py); as root beside `make hub`, with its HUB_* settings.
+hub-lessons: $(STAMP)
+	$(BIN)/python -m tools.teaching.hub lessons
 
 # Each student's disk (home and /tmp): this machine's filesystem has no quota (TEACHING.md).
 hub-disk: $(STAMP)

@@ -308,7 +308,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    with _running_hub(tmp_path_factory, {}) as running:
+    """A graded course: the link hands out the class copy without the solutions (the
+    domain_hub below hands out the teacher's clone itself, HUB_COURSE's default)."""
+    with _running_hub(tmp_path_factory, {"HUB_COURSE": "graded"}) as running:
         yield running
 
 
@@ -585,7 +587,7 @@ def test_a_second_click_brings_the_teachers_fix_and_keeps_the_students_edits(
         nb["cells"][index]["source"] += mark
         person.contents(path, {"type": "notebook", "format": "json", "content": nb})
         edits[person.name] = (index, mark)
-    # the teacher fixes the first cell and commits
+    # the teacher fixes the first cell, commits, and hands it to the graded class
     teacher_copy = hub.lessons / "notebooks" / "01_tensors.ipynb"
     nb = nbformat.read(teacher_copy, as_version=4)
     fix = "\n\nFixed by the teacher."
@@ -593,6 +595,8 @@ def test_a_second_click_brings_the_teachers_fix_and_keeps_the_students_edits(
     nbformat.write(nb, teacher_copy)
     git = ["git", "-C", str(hub.lessons), "-c", "user.name=T", "-c", "user.email=t@example.org"]
     subprocess.run([*git, "commit", "--quiet", "-am", "Fix 01's title cell"], check=True)
+    done = _teacher_make(hub, "hub-lessons")
+    assert done.returncode == 0 and "without its" in done.stdout, done.stdout + done.stderr
     for person in (a, b):
         person.click(hub.link())
         events = person.pull(hub.link())
@@ -603,6 +607,45 @@ def test_a_second_click_brings_the_teachers_fix_and_keeps_the_students_edits(
     # B changed the very cell the teacher fixed: nbgitpuller merges with -Xours, B's wins
     got_b = b.contents(path)["content"]["cells"]
     assert got_b[0]["source"].endswith(edits[b.name][1]) and fix not in got_b[0]["source"]
+
+
+def test_a_graded_class_holds_no_solution_and_cannot_read_the_teachers(
+    classroom_run, hub: Hub
+) -> None:
+    """What a student's own code can read (issue 47, item 3): the pulled lesson and its git
+    history hold no solution; the teacher's clone, the checkout's lessons, tests, translations,
+    history and build are closed; the lessons' code still imports."""
+    person = _students(classroom_run)[0]
+    clone = Path(pwd.getpwnam(person.name).pw_dir) / FOLDER
+    teachers = [
+        hub.lessons / "notebooks" / "01_tensors.ipynb",
+        ROOT / "notebooks" / "01_tensors.ipynb",
+        ROOT / "tests" / "test_exercises_01.py",
+        ROOT / "translations" / "zh" / "01_tensors.json",
+        ROOT / ".git" / "config",
+    ]
+    code = (
+        "import json, subprocess, utils\n"
+        f"nb = json.load(open({str(clone / 'notebooks' / '01_tensors.ipynb')!r}))\n"
+        "print(sorted({t for c in nb['cells'] for t in c['metadata'].get('tags', [])}))\n"
+        f"log = subprocess.run(['git', '-C', {str(clone)!r}, 'log', '--all', '-p'],\n"
+        "                     capture_output=True, text=True).stdout\n"
+        "print(len(log) > 1000, 'col_means = X.mean(dim=0)' in log)\n"
+        f"for path in {[str(p) for p in teachers]!r}:\n"
+        "    try:\n"
+        "        open(path).read(1)\n"
+        "        print('read', path)\n"
+        "    except PermissionError:\n"
+        "        print('refused', path)\n"
+    )
+    status, text, errors = _run_in_a_kernel(person, code, 120)
+    assert status == "ok" and not errors, text + "\n".join(errors)
+    lines = text.splitlines()
+    assert lines[0] == "['answer', 'check', 'exercise', 'optional', 'save']", text
+    assert lines[1] == "True False", text  # a history, without the solutions
+    assert lines[2:] == [f"refused {p}" for p in teachers], text
+    # the teacher still reads everything, and the lesson's solutions are there
+    assert "col_means = X.mean(dim=0)" in teachers[0].read_text(encoding="utf-8")
 
 
 def test_a_kernel_over_its_memory_cap_is_restarted_alone(classroom_run, hub: Hub) -> None:
@@ -838,7 +881,8 @@ def test_with_hub_domain_the_teacher_opens_a_students_server_on_its_own_site(
 
 def test_a_teacher_who_was_admin_is_not_one_after_a_restart_on_one_origin(domain_hub: Hub) -> None:
     """The HUB_DOMAIN hub made its teacher an admin in its database; the same state folder
-    started again without HUB_DOMAIN (one origin) holds no admin, only the teacher role."""
+    started again without HUB_DOMAIN (one origin) holds no admin, only the teacher role. A
+    student of this practice course then pulls the lessons with their solutions."""
     import sqlite3
 
     hub = domain_hub
@@ -870,6 +914,20 @@ def test_a_teacher_who_was_admin_is_not_one_after_a_restart_on_one_origin(domain
             db.close()
         assert admins == []
         assert ("teacher",) in roles and ("admin",) not in roles
+        # the default course (HUB_COURSE=practice): the link pulls the teacher's clone itself,
+        # its solutions included, as a self-learner's copy
+        settings = classroom.settings(env)
+        one = Hub(settings.url, proc, log, s.lessons, hub.srv, settings, s.teacher, hub.students)
+        teacher, student = Person(s.teacher, one), Person(hub.students[1], one)
+        assert urlsplit(teacher.log_in()).path == "/hub/home"
+        assert "sent to the admin" in student.sign_up()
+        teacher.approve(student.name).raise_for_status()
+        assert urlsplit(student.log_in()).path == "/hub/home"
+        student.click(one.link())
+        events = student.pull(one.link())
+        assert events and events[-1]["phase"] == "finished", events[-3:]
+        nb = student.contents(f"{FOLDER}/notebooks/01_tensors.ipynb")["content"]
+        assert any("solution" in c["metadata"].get("tags", []) for c in nb["cells"])
     finally:
         _stop(proc)
 
@@ -932,7 +990,9 @@ def test_a_student_cannot_start_500_processes(classroom_run, hub: Hub) -> None:
 
 def _teacher_make(hub: Hub, *args: str) -> subprocess.CompletedProcess:
     """A teacher's `make` command beside the running hub (same HUB_SRV), as root."""
-    env = dict(contract.SHELL_ENVIRON or os.environ) | {"HUB_SRV": str(hub.settings.srv)}
+    s = hub.settings
+    env = dict(contract.SHELL_ENVIRON or os.environ) | {"HUB_SRV": str(s.srv)}
+    env |= {"HUB_LESSONS": str(s.lessons), "HUB_BRANCH": s.branch, "HUB_COURSE": s.course}
     argv = [shutil.which("make") or "make", "-o", ".venv/.installed", "-o", ".venv/.hub-installed"]
     argv += [*args, f"BIN={Path(sys.executable).parent}"]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)

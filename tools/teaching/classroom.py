@@ -29,6 +29,7 @@ SRV_MARK = ".made-by-make-hub"
 ACCOUNTS_FILE = "accounts"  # in the state folder: the Unix accounts this hub made, one a line
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 TLS_PROXY_ENV = "HUB_TLS_PROXY"  # =1: a reverse proxy in front terminates TLS (README)
+COURSES = ("practice", "graded")  # HUB_COURSE: what the link hands out (Settings.pulled)
 GIB = 1024**3
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": GIB, "T": 1024**4}
@@ -85,8 +86,9 @@ class Settings:
     class_size: int
     srv: Path  # root-owned: hub/ (private state), data/ (read-only data), gitconfig,
     # exchange/ (nbgrader's homework exchange), jupyter/ (the students' servers' settings)
-    lessons: Path  # the teacher's git clone the link pulls from
+    lessons: Path  # the teacher's git clone: the link pulls it, or its class copy (graded)
     branch: str
+    course: str  # practice (the lessons as they are) or graded (a copy without the solutions)
     mem_limit: int  # one student's hard cap (bytes), enforced by a memory cgroup
     mem_per_student: int  # what a student who has trained notebook 04 holds (bytes)
     mem_reserve: int  # kept for the hub, the proxy and the system
@@ -122,6 +124,17 @@ class Settings:
         return self.srv / "jupyter"
 
     @property
+    def class_dir(self) -> Path:
+        """The class copies (tools/teaching/classcopy.py), for a graded course."""
+        return self.srv / "class"
+
+    @property
+    def pulled(self) -> Path:
+        """The repository the link pulls: the teacher's clone, or for a graded course its
+        class copy without the solutions (of the same name: the same folder in each home)."""
+        return self.class_dir / self.lessons.name if self.course == "graded" else self.lessons
+
+    @property
     def url(self) -> str:
         scheme = "https" if self.ssl_cert else "http"
         return f"{scheme}://{self.ip}:{self.port}"
@@ -130,8 +143,8 @@ class Settings:
         """The nbgitpuller link a teacher hands out: sign in, start the server, pull, open."""
         query = urlencode(
             {
-                "repo": self.lessons.as_uri(),  # file:///...: a local clone, no network needed
-                "urlpath": f"lab/tree/{self.lessons.name}/{notebook}",
+                "repo": self.pulled.as_uri(),  # file:///...: a local clone, no network needed
+                "urlpath": f"lab/tree/{self.pulled.name}/{notebook}",
                 "branch": self.branch,
             },
             quote_via=quote,
@@ -206,6 +219,12 @@ def settings(environ: os._Environ | dict = os.environ) -> Settings:
             f"make hub: HUB_IP={ip} without TLS would send passwords in clear text: give "
             f"HUB_SSL_CERT and HUB_SSL_KEY, or {TLS_PROXY_ENV}=1 if a proxy in front terminates TLS"
         )
+    course = get("HUB_COURSE", "practice")
+    if course not in COURSES:
+        raise SettingError(
+            f"make hub: HUB_COURSE={course!r}: use practice (the lessons with their solutions) "
+            "or graded (the link hands out a copy without them)"
+        )
     srv = Path(get("HUB_SRV", "/srv/blitz")).resolve()
     if srv.exists() and not srv.is_dir():
         raise SettingError(f"make hub: HUB_SRV={srv} is not a folder; name a new folder")
@@ -221,6 +240,7 @@ def settings(environ: os._Environ | dict = os.environ) -> Settings:
         srv=srv,
         lessons=Path(get("HUB_LESSONS", str(ROOT))).resolve(),
         branch=get("HUB_BRANCH", "main"),
+        course=course,
         mem_limit=mem_limit,
         mem_per_student=per_student,
         mem_reserve=reserve,
@@ -262,8 +282,9 @@ def student_environment(s: Settings) -> dict[str, str]:
 def gitconfig_text(s: Settings) -> str:
     return (
         "# Written by make hub (tools/teaching/classroom.py): students may pull the lessons\n"
-        "# from the teacher's clone, which another user owns; their own settings still apply.\n"
-        f"[safe]\n\tdirectory = {s.lessons / '.git'}\n\tdirectory = {s.lessons}\n"
+        "# (the teacher's clone or its class copy), which another user owns; their own settings\n"
+        "# still apply.\n"
+        f"[safe]\n\tdirectory = {s.pulled / '.git'}\n\tdirectory = {s.pulled}\n"
         "[include]\n\tpath = ~/.gitconfig\n"
     )
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from tools import owned as hub_owned
-from tools.teaching import classroom, homework, hubsite, links
+from tools.teaching import classcopy, classroom, homework, hubsite, links
 
 CONFIG = Path(__file__).resolve().parent / "jupyterhub_config.py"
 
@@ -127,7 +127,45 @@ def _prepare(s: classroom.Settings) -> list[str]:
         done += homework.prepare_hub(s, links.course_lang())
     except homework.HomeworkError as err:
         _fail(f"make hub: {err}")
+    if s.course == "graded":
+        _own_folder(s.class_dir, 0o755, "the class copies: students pull them")
+        done += _class_copy(s)
+    else:
+        done.append(_say("practice", lessons=s.lessons))
     return done
+
+
+def _class_copy(s: classroom.Settings) -> list[str]:
+    """The graded course's class copy made or updated, then the teacher's copies closed to
+    students (tools/teaching/classcopy.py); what was done."""
+    try:
+        done = classcopy.build(s.lessons, s.branch, s.class_dir)
+    except (classcopy.CopyError, OSError, ValueError) as err:
+        _fail(f"make hub: the class copy without the solutions cannot be made: {err}")
+    return done + classcopy.close_course(classroom.ROOT, s.lessons)
+
+
+def lessons_main() -> None:
+    """``make hub-lessons``: the teacher's latest commit handed to a graded class (its class
+    copy updated); the students get it at their next click on the link."""
+    try:
+        s = classroom.settings()
+    except classroom.SettingError as err:
+        _fail(str(err))
+    if os.geteuid() != 0:
+        _fail("make hub-lessons: run it as root (sudo), as make hub")
+    if s.course != "graded":
+        _fail(
+            f"make hub-lessons: HUB_COURSE is {s.course}: the link pulls {s.lessons} itself, so "
+            "a commit there reaches students at their next click. For a graded course, run "
+            "make hub and make hub-lessons with HUB_COURSE=graded"
+        )
+    if not hub_owned.is_regular(s.srv / classroom.SRV_MARK) or hub_owned.root_folder(
+        s.class_dir, 0o755, make=False
+    ):
+        _fail(f"make hub-lessons: no class copy in HUB_SRV={s.srv}: start make hub first")
+    for line in _class_copy(s):
+        print(f"make hub-lessons: {line}", flush=True)
 
 
 def main() -> None:
@@ -156,7 +194,10 @@ def main() -> None:
             "other users. Make the venv from a Python every user can run: make clean, then "
             "PYTHON=/usr/bin/python3.11 make hub"
         )
-    for path, what in ((classroom.VENV_PYTHON, "the venv"), (s.lessons, "the lessons")):
+    # the students pull the teacher's clone itself (git reads its .git), or its class copy
+    git_dir = s.lessons / ".git" if (s.lessons / ".git").exists() else s.lessons
+    pulled = [(git_dir, "the lessons")] if s.course == "practice" else []
+    for path, what in ((classroom.VENV_PYTHON, "the venv"), *pulled):
         if (closed := _readable_by_all(path)) is not None:
             _fail(
                 f"make hub: students cannot reach {what} at {path}: {closed} is closed to "
@@ -216,6 +257,10 @@ _SAY = {
             "no subset at {shared}: each student's notebook 04 downloads CIFAR-10 (170 MB). "
             "Give it once: BLITZ_CIFAR10_SUBSET=/path/to/cifar10-subset.npz make hub"
         ),
+        "practice": (
+            "the link hands out {lessons} as it is, the solutions included (HUB_COURSE=graded "
+            "hands out a copy without them)"
+        ),
     },
     "zh": {
         "one_origin": (
@@ -230,6 +275,9 @@ _SAY = {
         "no_subset": (
             "{shared} 处没有子集：每个学生的 notebook 04 都会下载 CIFAR-10（170 MB）。"
             "只需提供一次：BLITZ_CIFAR10_SUBSET=/path/to/cifar10-subset.npz make hub"
+        ),
+        "practice": (
+            "链接按原样发放 {lessons}，含参考答案（HUB_COURSE=graded 则发放不含参考答案的副本）"
         ),
     },
 }
@@ -268,4 +316,4 @@ def _run_hub(argv: list[str], closing: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    lessons_main() if sys.argv[1:] == ["lessons"] else main()

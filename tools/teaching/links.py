@@ -41,7 +41,7 @@ def class_links(s: classroom.Settings, environ: os._Environ | dict = os.environ)
         Link("Lesson 01, Chinese", "第 1 课（中文版）", "notebooks/zh/01_tensors.ipynb"),
     ]
     return [
-        Link(x.en, x.zh, s.link(x.url, host=host)) for x in lessons if (s.lessons / x.url).is_file()
+        Link(x.en, x.zh, s.link(x.url, host=host)) for x in lessons if (s.pulled / x.url).is_file()
     ]
 
 
@@ -84,7 +84,7 @@ def block(
     lines = [rule, w["title"], "", w["hub"].format(teacher=s.teacher) + ":"]
     lines.append("    " + hubsite.public_url(s.url, s.port, environ) + "/hub/")
     if not links:
-        lines.append(w["none"].format(lessons=s.lessons))
+        lines.append(w["none"].format(lessons=s.pulled))
     else:
         lines += ["", w["hand"] + ":"]
     for link in links:
