@@ -965,6 +965,23 @@ def test_each_students_processes_are_in_their_own_memory_pids_and_cpu_cgroups(
         assert {"cpu", "cpuacct"} & mine or "" in mine, text
 
 
+def test_students_kernels_are_forked_with_pytorch_already_imported(classroom_run, hub: Hub) -> None:
+    """Each kernel is a fork of the hub's fork server (tools/teaching/kernelfork.py): PyTorch is
+    in it before its first cell, and its parent is the fork server, not the student's server."""
+    if "memory cgroup" not in hub.log.read_text(errors="replace"):
+        pytest.skip("no writable memory cgroup here: kernels start as usual")
+    code = (
+        "import os, sys; print('torch' in sys.modules, os.getuid()); "
+        "print(open(f'/proc/{os.getppid()}/cmdline').read().replace(chr(0), ' '))"
+    )
+    for person in _students(classroom_run):
+        status, text, errors = _run_in_a_kernel(person, code, 60)
+        assert status == "ok" and not errors, text
+        first, parent = text.splitlines()[:2]
+        assert first == f"True {pwd.getpwnam(person.name).pw_uid}", text
+        assert "tools.teaching.kernelfork" in parent, text
+
+
 def test_a_student_cannot_start_500_processes(classroom_run, hub: Hub) -> None:
     if not _machine_has("pids"):
         pytest.skip("no pids cgroup controller on this machine")

@@ -58,6 +58,26 @@ def _int(name: str, raw: str, low: int, high: int) -> int:
     return int(raw)
 
 
+# What a student typically holds (a server and one open lesson's kernel), from bench.classroom
+# (TEACHING.md, "How many students one machine holds"): less where kernels are forked from the
+# hub's fork server, which has imported PyTorch once for all (tools/teaching/kernelfork.py).
+MEM_PER_STUDENT = {"forked": "512M", "own": "1G"}
+
+
+def forks_kernels() -> bool:
+    """Whether make hub here forks students' kernels: it needs the memory cgroup it confines
+    each student in (root, a writable memory controller), as class_cgroups does."""
+    root = Path("/sys/fs/cgroup")
+    if os.geteuid() != 0:
+        return False
+    if (root / "memory" / "memory.limit_in_bytes").exists():
+        return os.access(root / "memory", os.W_OK)
+    try:
+        return "memory" in (root / "cgroup.controllers").read_text().split()
+    except OSError:
+        return False
+
+
 def mem_total() -> int:
     """Bytes of memory this machine (or the memory cgroup the hub runs in) has."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -124,6 +144,11 @@ class Settings:
         return self.srv / "jupyter"
 
     @property
+    def kernel_socket(self) -> Path:
+        """Where students' servers ask for a kernel forked with PyTorch imported (kernelfork)."""
+        return self.srv / "kernels" / "fork.sock"
+
+    @property
     def class_dir(self) -> Path:
         """The class copies (tools/teaching/classcopy.py), for a graded course."""
         return self.srv / "class"
@@ -169,7 +194,8 @@ def settings(environ: os._Environ | dict = os.environ) -> Settings:
         )
     class_size = _int("HUB_CLASS_SIZE", get("HUB_CLASS_SIZE", "40"), 1, 10000)
     mem_limit = _positive_bytes("HUB_MEM_LIMIT", get("HUB_MEM_LIMIT", "2G"))
-    per_student = _positive_bytes("HUB_MEM_PER_STUDENT", get("HUB_MEM_PER_STUDENT", "1G"))
+    own = MEM_PER_STUDENT["forked" if forks_kernels() else "own"]
+    per_student = _positive_bytes("HUB_MEM_PER_STUDENT", get("HUB_MEM_PER_STUDENT", own))
     reserve = _bytes("HUB_MEM_RESERVE", get("HUB_MEM_RESERVE", "2G"))
     if mem_limit > (total := mem_total()):
         raise SettingError(

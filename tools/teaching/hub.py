@@ -114,6 +114,7 @@ def _prepare(s: classroom.Settings) -> list[str]:
     _own_folder(s.srv, 0o755, "HUB_SRV")
     _own_folder(s.state_dir, 0o700, "the hub's state: database and secrets")
     _own_folder(s.data_dir, 0o755, "the shared data: students only read")
+    _own_folder(s.kernel_socket.parent, 0o755, "the kernel fork server's socket")
     hub_owned.replace_file(s.gitconfig, classroom.gitconfig_text(s))  # never through a link
     given = os.environ.get("BLITZ_CIFAR10_SUBSET", "").strip()
     shared = s.data_dir / classroom.SUBSET_NAME

@@ -179,6 +179,39 @@ c.JupyterHub.active_server_limit = s.active_limit
 # trying to log in right now. Try again in ... seconds." and a click again starts it.
 c.JupyterHub.concurrent_spawn_limit = s.spawn_limit
 
+# --- Kernels forked with PyTorch imported (tools/teaching/kernelfork.py) -------------------
+# A kernel's own `import torch` costs ~370 MiB; forked from one process that has imported it,
+# the pages stay shared. The fork server (a service of the hub, root) forks only for a server
+# confined in a student's cgroups, and the kernel joins them: without cgroups, no fork server,
+# and kernels start as usual.
+c.Spawner.args = [
+    *c.Spawner.args,
+    "--KernelProvisionerFactory.default_provisioner_name=blitz-forked",
+]
+_fork_server = []
+if CGROUPS is not None:
+    from tools.teaching import kernelfork
+    from utils import hubkernel
+
+    c.Spawner.environment[hubkernel.SOCKET_ENV] = str(s.kernel_socket)
+    _fork_server = [
+        {
+            "name": "kernel-fork",
+            "command": [
+                str(classroom.VENV_PYTHON),
+                "-m",
+                "tools.teaching.kernelfork",
+                str(s.kernel_socket),
+            ],
+            "cwd": str(classroom.ROOT),
+            # the kernels' thread settings, read by OpenMP and OpenBLAS as they load
+            "environment": {
+                **{k: v for k, v in c.Spawner.environment.items() if k.endswith("_NUM_THREADS")},
+                kernelfork.CGROUPS_ENV: kernelfork.cgroups_json(CGROUPS),
+            },
+        }
+    ]
+
 # --- Idle servers ---------------------------------------------------------------------------
 # jupyterhub-idle-culler stops servers idle for HUB_CULL_TIMEOUT seconds (files stay; a
 # student's next click starts the server again), returning their memory to the class.
@@ -186,7 +219,8 @@ c.JupyterHub.services = [
     {
         "name": "idle-culler",
         "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_timeout}"],
-    }
+    },
+    *_fork_server,
 ]
 # the scopes its documentation lists for culling servers (not users)
 c.JupyterHub.load_roles = [
