@@ -1,8 +1,9 @@
-"""Kernels forked from the hub's fork server (tools/teaching/kernelfork.py, utils/hubkernel.py):
-a student's server, confined in the student's cgroups as the hub confines it, gets a kernel
-that runs as the student, in the student's cgroups, with PyTorch already imported, and that
-the server interrupts and shuts down as any kernel; a process the hub did not confine gets
-none. Needs root and writable cgroups (as make hub does); skipped elsewhere."""
+"""Kernels forked from the hub's fork server (tools/teaching/kernelfork.py; the servers' side:
+tools/teaching/hubkernel, installed as blitz_hubkernel): a student's server, confined in the
+student's cgroups as the hub confines it, gets a kernel that runs as the student, in the
+student's cgroups, with PyTorch already imported, and that the server interrupts and shuts
+down as any kernel; a process the hub did not confine gets none. Needs root and writable
+cgroups (as make hub does); skipped elsewhere."""
 
 from __future__ import annotations
 
@@ -183,7 +184,7 @@ def test_a_process_the_hub_did_not_confine_gets_no_kernel(class_server):
 
 @pytest.mark.e2e
 def test_root_is_refused(class_server):
-    from utils.hubkernel import ForkRefused, ask
+    from blitz_hubkernel import ForkRefused, ask
 
     sock = class_server[2]
     with pytest.raises(ForkRefused, match="root"):
@@ -191,7 +192,7 @@ def test_root_is_refused(class_server):
 
 
 def test_only_this_pythons_ipykernel_is_forked():
-    from utils.hubkernel import _connection_file
+    from blitz_hubkernel import _connection_file
 
     me = sys.executable
     assert _connection_file([me, "-m", "ipykernel_launcher", "-f", "k.json"]) == "k.json"
@@ -201,7 +202,7 @@ def test_only_this_pythons_ipykernel_is_forked():
 
 
 def test_forked_reports_an_ended_process():
-    from utils.hubkernel import Forked
+    from blitz_hubkernel import Forked
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     watched = Forked(child.pid, os.pidfd_open(child.pid))

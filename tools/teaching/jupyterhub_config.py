@@ -190,8 +190,9 @@ c.Spawner.args = [
 ]
 _fork_server = []
 if CGROUPS is not None:
+    import blitz_hubkernel as hubkernel
+
     from tools.teaching import kernelfork
-    from utils import hubkernel
 
     c.Spawner.environment[hubkernel.SOCKET_ENV] = str(s.kernel_socket)
     _fork_server = [

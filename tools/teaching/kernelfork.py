@@ -8,8 +8,9 @@ root, and each student's kernel is a ``fork()`` of it: the pages it never writes
 (copy-on-write; ``gc.freeze()`` keeps the garbage collector from writing to them).
 
 The hub runs the fork server as a managed service (``jupyterhub_config.py``). A student's
-server asks it for a kernel through a Unix socket (``utils/hubkernel.py``: jupyter_client's
-kernel provisioner interface, named in ``pyproject.toml``). Its rules:
+server asks it for a kernel through a Unix socket (``tools/teaching/hubkernel``, installed as
+``blitz_hubkernel``: jupyter_client's kernel provisioner interface, named in
+``pyproject.toml``). Its rules:
 
 * it forks only for a process the hub put in a student's cgroups (``SO_PEERCRED``: the asking
   process, its user, and that user's folders listing it), never for root;
@@ -34,7 +35,7 @@ import struct
 import sys
 from pathlib import Path
 
-from utils.hubkernel import ASK_TIMEOUT_S, ForkRefused
+from blitz_hubkernel import ASK_TIMEOUT_S, ForkRefused
 
 CGROUPS_ENV = "BLITZ_KERNEL_CGROUPS"  # the class's cgroups (JSON), in the fork server's
 # What the fork server imports once: what every lesson imports, and the kernel itself. Not

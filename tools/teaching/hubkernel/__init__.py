@@ -1,8 +1,10 @@
 """The kernel provisioner of ``make hub``'s students' servers: each kernel forked from the
 hub's fork server, which has already imported PyTorch (``tools/teaching/kernelfork.py`` says
-why and how). Here is only what a student's server runs, importable there (``utils`` is
-installed in the venv; the server runs isolated, ``python -I``, without the checkout's
-``tools`` on its path).
+why and how). Here is only what a student's server runs. The server runs isolated
+(``python -I``), without the checkout's ``tools`` on its path, so this package is installed in
+the venv under a name of its own, ``blitz_hubkernel`` (``pyproject.toml``), and imports nothing
+but jupyter_client and the standard library: a server that imported ``utils`` (PyTorch) would
+hold the 400 MiB this saves.
 
 Where the socket is not there (no cgroups, a plain ``make lab``, the fork server not ready or
 refusing), the kernel starts as jupyter_client always starts it, and the server's log says so:
