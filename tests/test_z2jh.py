@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+import tomllib
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -125,6 +126,13 @@ def test_the_dockerfile_copies_files_that_exist_and_installs_the_pins() -> None:
         if not src.startswith("--")
     ]
     assert sources and all((ROOT / src).exists() for src in sources), sources
+    # every package pyproject.toml installs is copied, where it says (pip install /opt/blitz)
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
+    for package in setup["packages"]:
+        folder = setup.get("package-dir", {}).get(package, package.replace(".", "/"))
+        assert any(folder == s or folder.startswith(s + "/") for s in sources), (package, folder)
     # the environment `make venv` and `make hub` install, from the same pin files
     assert "-r /opt/blitz/requirements.txt -r /opt/blitz/requirements-hub.txt" in text
     # JupyterHub in the image (its jupyterhub-singleuser) is of the chart's hub's major version
